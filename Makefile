@@ -1,0 +1,30 @@
+# Two entry points (see README): `make lab` and `make test`. Both create .venv when it is missing
+# or out of date with requirements-lock.txt / pyproject.toml.
+PYTHON ?= python3.11
+VENV   := .venv
+STAMP  := $(VENV)/.installed
+PY     := $(VENV)/bin/python
+export PJRT_DEVICE ?= CPU
+
+.PHONY: env lab test bench clean-env
+
+env: $(STAMP)
+
+$(STAMP): requirements-lock.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c requirements-lock.txt -e '.[lab,test]'
+	$(PY) -c "import torch_xla, xla_lab; print('environment ready:', torch_xla.__version__)"
+	touch $(STAMP)
+
+lab: env
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+
+test: env
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: env
+	$(PY) benchmarks/bench_capture_overhead.py
+
+clean-env:
+	rm -rf $(VENV)

@@ -1,0 +1,52 @@
+"""xla_lab: a Jupyter-first workbench for PyTorch/XLA.
+
+    %load_ext xla_lab        # first cell: sets the XLA runtime up for capture
+    %%xla                    # run a cell on the lazy XLA device and see every sync it made
+
+Public API: ``history()``, ``last()``, ``CellCapture``, ``StepRecord``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from xla_lab.capture.records import SCHEMA, CaptureFormatError, CellCapture, GraphArtifacts, StepRecord
+
+__version__ = "0.1.0"
+__all__ = ["SCHEMA", "CaptureFormatError", "CellCapture", "GraphArtifacts", "StepRecord", "history", "last",
+           "load_ipython_extension", "unload_ipython_extension"]
+
+
+def history() -> list[CellCapture]:
+    """Every ``%%xla`` cell run of this kernel, oldest first."""
+    from xla_lab import session
+
+    s = session.current()
+    return list(s.history) if s else []
+
+
+def last() -> CellCapture:
+    """The capture of the most recent ``%%xla`` cell run."""
+    runs = history()
+    if not runs:
+        raise LookupError("no %%xla cell has run yet in this kernel")
+    return runs[-1]
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext xla_lab``: set the runtime up (before the PJRT client starts) and add the magics."""
+    from xla_lab import session
+    from xla_lab.magics import XlaMagics
+
+    s = session.get()
+    ipython.register_magics(XlaMagics)
+    for problem in s.runtime.problems:
+        print(f"xla_lab: {problem}", file=sys.stderr)
+
+
+def unload_ipython_extension(ipython) -> None:
+    """``%unload_ext xla_lab``: remove the magics. Captures stay readable through ``history()``."""
+    magics = ipython.magics_manager.magics
+    for kind in ("line", "cell"):
+        magics[kind].pop("xla", None)
+    ipython.magics_manager.registry.pop("XlaMagics", None)

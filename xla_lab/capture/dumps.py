@@ -1,0 +1,85 @@
+"""XLA's own dump of each compile: HLO before and after optimization, memory report, buffers.
+
+XLA writes ``module_NNNN.<graph name>.<id>.<what>.txt`` for every compile once ``--xla_dump_to`` is
+set. The CPU compiler of XLA 2.9 also writes LLVM IR, MLIR and object files with no flag to stop it,
+so after each cell we read the four HLO text files of each new module and delete everything else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_NAME = re.compile(
+    r"^module_(?P<num>\d+)\.(?P<name>.+)\.(?P<uid>\d+)\."
+    r"(?P<kind>before_optimizations\.txt"
+    r"|\w+_after_optimizations\.txt"
+    r"|\w+_after_optimizations-memory-usage-report\.txt"
+    r"|\w+_after_optimizations-buffer-assignment\.txt)$"
+)
+_MODULE = re.compile(r"^module_(?P<num>\d+)\.")
+
+
+@dataclass
+class CompiledModule:
+    number: int
+    graph_name: str
+    hlo_before: str | None = None
+    hlo_after: str | None = None
+    memory_report: str | None = None
+    buffer_assignment: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"module_{self.number:04d}"
+
+
+def _kind(kind: str) -> str:
+    if kind == "before_optimizations.txt":
+        return "hlo_before"
+    if kind.endswith("memory-usage-report.txt"):
+        return "memory_report"
+    if kind.endswith("buffer-assignment.txt"):
+        return "buffer_assignment"
+    return "hlo_after"
+
+
+class DumpDirectory:
+    """Collects new compiled modules from the dump directory and keeps the directory small."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._seen: set[int] = set()
+
+    def collect(self) -> list[CompiledModule]:
+        """Modules written since the last call, in compile order; their files are then removed."""
+        if not self.path.is_dir():
+            return []
+        modules: dict[int, CompiledModule] = {}
+        for entry in self.path.iterdir():
+            m = _NAME.match(entry.name)
+            if m:
+                num = int(m["num"])
+                if num in self._seen:
+                    continue
+                mod = modules.setdefault(num, CompiledModule(num, m["name"]))
+                setattr(mod, _kind(m["kind"]), entry.read_text(errors="replace"))
+        self._seen.update(modules)
+        self.prune()
+        return [modules[n] for n in sorted(modules)]
+
+    def prune(self) -> None:
+        """Delete every file of modules already read, and all non-HLO files (.ll, .mlir, .o)."""
+        for entry in self.path.iterdir():
+            m = _MODULE.match(entry.name)
+            if not m or int(m["num"]) in self._seen or not _NAME.match(entry.name):
+                try:
+                    entry.unlink()
+                except (IsADirectoryError, FileNotFoundError, PermissionError):
+                    pass
+
+    def size_bytes(self) -> int:
+        if not self.path.is_dir():
+            return 0
+        return sum(e.stat().st_size for e in self.path.iterdir() if e.is_file())

@@ -1,0 +1,341 @@
+"""Turn one run of a cell into a ``CellCapture``.
+
+``CellRecorder.start()`` snapshots the metrics and hooks explicit syncs; ``finish()`` syncs what the
+cell left pending, then joins four sources into steps:
+
+* the sync log (one block per execution, one per compile: hash, graph name, Python frames),
+* the IR log (IR text of each synced graph),
+* XLA's dump (HLO before/after of each compile, in compile order),
+* metric samples (compile / execute / transfer times, in time order).
+
+A step's host-side window runs from the end of the previous step to the end of its own sync
+(the hook's return for explicit syncs; the end of the value's execution and transfer for implicit
+ones). ``trace_s`` is the host time of that window not spent compiling, transferring or (for
+implicit syncs) waiting for the execution.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from .dumps import DumpDirectory
+from .metrics import MetricsDelta, MetricsSnapshot, Sample
+from .records import TIMING_KEYS, CellCapture, StepRecord
+from .store import ArtifactStore
+from .xla_logs import AppendedLog, Frame, SyncEvent, parse_debug_log, parse_ir_log
+
+HOOK_FUNCTION = "_xla_lab_step_marker"
+
+
+@dataclass
+class _ExplicitSync:
+    enter: float
+    exit: float = 0.0
+    executed: bool = False
+    final: bool = False
+    fallbacks: dict[str, int] | None = None
+
+
+class SyncHook:
+    """Wraps ``torch_xla._XLAC._xla_step_marker`` (what ``torch_xla.sync`` and ``xm.mark_step``
+    call) to timestamp explicit syncs. Costs two clock reads and one ``stat`` per sync."""
+
+    def __init__(self, debug_file: str):
+        import torch_xla
+
+        self._xlac = torch_xla._XLAC
+        self._debug_file = debug_file
+        self._original = None
+        self.records: list[_ExplicitSync] = []
+        self.final_pending = False
+
+    def install(self) -> None:
+        if self._original is not None:
+            return
+        original = self._xlac._xla_step_marker
+        if getattr(original, "__name__", "") == HOOK_FUNCTION:  # left over from a crashed run
+            original = original.__wrapped__
+        self._original = original
+        records = self.records
+        debug_file = self._debug_file
+        hook = self
+
+        def _xla_lab_step_marker(*args, **kwargs):
+            record = _ExplicitSync(enter=time.time(), final=hook.final_pending)
+            size = _size(debug_file)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                record.exit = time.time()
+                record.executed = _size(debug_file) != size
+                records.append(record)
+
+        _xla_lab_step_marker.__wrapped__ = original
+        self._xlac._xla_step_marker = _xla_lab_step_marker
+
+    def uninstall(self) -> None:
+        if self._original is not None:
+            self._xlac._xla_step_marker = self._original
+            self._original = None
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
+
+
+class CellRecorder:
+    """Records one run of one cell. Use ``start()``, run the cell, then ``finish()``."""
+
+    def __init__(self, runtime, store: ArtifactStore, dumps: DumpDirectory, *, cell_id: str,
+                 execution_count: int | None, source: str, cell_file: str | None,
+                 graph_name: str | None):
+        self.runtime = runtime
+        self.store = store
+        self.dumps = dumps
+        self.capture = CellCapture(cell_id=cell_id, execution_count=execution_count, source=source,
+                                   started_at=time.time(), graph_name=graph_name)
+        self.cell_file = cell_file
+        self.source_lines = source.splitlines()
+        self._sync_log = AppendedLog(runtime.debug_file)
+        self._ir_log = AppendedLog(runtime.ir_file)
+        self._hook = SyncHook(str(runtime.debug_file))
+        self._before: MetricsSnapshot | None = None
+        self._previous_graph_name: str | None = None
+        self._t0 = 0.0
+        self._explicit_of_step: list[_ExplicitSync | None] = []  # parallel to capture.steps
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        import torch_xla
+
+        # Anything written before this cell (syncs outside %%xla) is not ours.
+        self._sync_log.read_and_reset()
+        self._ir_log.read_and_reset()
+        self.dumps.collect()
+        self._previous_graph_name = torch_xla._XLAC._get_current_graph_name()
+        if self.capture.graph_name:
+            torch_xla._XLAC._set_current_graph_name(self.capture.graph_name)
+        self._before = MetricsSnapshot()
+        self._hook.install()
+        self._t0 = time.time()
+        self.capture.started_at = self._t0
+
+    def final_sync(self) -> None:
+        """Sync what the cell left pending (the cell's last step)."""
+        import torch_xla
+
+        self._hook.final_pending = True
+        try:
+            torch_xla.sync()
+        finally:
+            self._hook.final_pending = False
+
+    def finish(self, error: BaseException | None = None) -> CellCapture:
+        """Wait for the device, read every source, build the steps. Never raises for capture
+        problems: they become notes on the capture."""
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+
+        try:
+            try:
+                xm.wait_device_ops()
+            except Exception as exc:  # the user's error is already on its way
+                self.capture.notes.append(f"waiting for the device failed: {exc}")
+            end = time.time()
+            self._hook.uninstall()
+            after = MetricsSnapshot()
+            torch_xla._XLAC._set_current_graph_name(self._previous_graph_name or "")
+            delta = MetricsDelta(self._before, after)
+            events = parse_debug_log(self._sync_log.read_and_reset())
+            irs = parse_ir_log(self._ir_log.read_and_reset())
+            modules = self.dumps.collect()
+            self.capture.wall_s = end - self._t0
+            self.capture.metrics = delta.as_dict()
+            self.capture.fallback_ops = dict(delta.fallbacks)
+            if error is not None:
+                self.capture.error = f"{type(error).__name__}: {error}"
+            self._build_steps(events, irs, modules, delta)
+        except Exception as exc:  # capture must never take the user's cell down
+            self._hook.uninstall()
+            self.capture.notes.append(f"capture failed: {type(exc).__name__}: {exc}")
+        return self.capture
+
+    # --- joining the sources ---------------------------------------------------------------
+    def _build_steps(self, events, irs, modules, delta: MetricsDelta) -> None:
+        executions = [e for e in events if e.kind == "execute"]
+        if delta.counts["execute"] and not executions and self.runtime.sync_log:
+            self.runtime.sync_log = False
+            self.capture.notes.append(
+                "torch_xla's sync log is not reaching xla_lab in this kernel (the runtime started "
+                "before xla_lab was loaded), so steps are rebuilt from metrics only."
+            )
+        if executions:
+            self._steps_from_events(events, irs, modules)
+        else:
+            self._steps_from_metrics(delta)
+        self._assign_timings(delta)
+        if any(delta.lost.values()):
+            lost = ", ".join(f"{k}: {v}" for k, v in delta.lost.items() if v)
+            self.capture.notes.append(
+                "torch_xla keeps the last 1024 samples per metric; the earliest samples of this cell "
+                f"were dropped ({lost}), so the first steps have no per-step timings. Totals are exact."
+            )
+
+    def _steps_from_events(self, events: list[SyncEvent], irs, modules) -> None:
+        ir_by_hash = {}
+        for g in irs:
+            ir_by_hash.setdefault(g.graph_hash, g.ir_text)
+        module_queue = list(modules)
+        explicit = [r for r in self._hook.records if r.executed]
+        pending_compile: SyncEvent | None = None
+        steps = []
+        for ev in events:
+            if ev.kind == "compile":
+                pending_compile = ev
+                continue
+            miss = pending_compile is not None and pending_compile.graph_hash == ev.graph_hash
+            pending_compile = None
+            artifacts = self.store.get_or_create(ev.graph_hash, ev.graph_name)
+            if artifacts.ir_text is None and ev.graph_hash in ir_by_hash:
+                artifacts.ir_text = ir_by_hash[ev.graph_hash]
+            if miss:
+                module = module_queue.pop(0) if module_queue else None
+                if module is not None:
+                    self.store.attach_module(artifacts, module, self.capture.execution_count)
+                elif self.runtime.hlo_dump:
+                    self.capture.notes.append(f"no XLA dump was found for the compile of {ev.graph_hash}")
+            is_explicit = any(f.function == HOOK_FUNCTION for f in ev.frames)
+            record = explicit.pop(0) if (is_explicit and explicit) else None
+            cause, line = self._cause(ev, record)
+            steps.append(StepRecord(
+                index=len(steps), graph_name=ev.graph_name, graph_hash=ev.graph_hash,
+                cache="miss" if miss else "hit", sync_cause=cause, sync_line=line,
+                sync_code=self._code(line), artifacts=artifacts,
+            ))
+            self._explicit_of_step.append(record)
+        self.capture.steps = steps
+
+    def _steps_from_metrics(self, delta: MetricsDelta) -> None:
+        """Degraded mode (no sync log): one step per execution sample; a compile that ended before
+        an execution started is that execution's miss."""
+        compiles = list(delta.samples["compile"])
+        steps = []
+        for sample in delta.samples["execute"]:
+            miss = bool(compiles) and compiles[0].end <= sample.start + 1e-3
+            if miss:
+                compiles.pop(0)
+            steps.append(StepRecord(index=len(steps), graph_name=self.capture.graph_name,
+                                    graph_hash="unknown", cache="miss" if miss else "hit",
+                                    sync_cause="unknown (sync log unavailable)"))
+            self._explicit_of_step.append(None)
+        self.capture.steps = steps
+
+    def _cause(self, ev: SyncEvent, record: _ExplicitSync | None) -> tuple[str, int | None]:
+        line = self._cell_line(ev.frames)
+        if record is not None and record.final:
+            return "end of cell", None
+        functions = [(f.function, os.path.basename(f.file)) for f in ev.frames]
+        if record is not None or any(f.function == HOOK_FUNCTION for f in ev.frames):
+            if ("next", "parallel_loader.py") in functions:
+                return "torch_xla.sync() by the device loader (MpDeviceLoader)", line
+            if ("mark_step", "xla_model.py") in functions:
+                return "xm.mark_step()", line
+            if ("optimizer_step", "xla_model.py") in functions:
+                return "xm.optimizer_step(barrier=True)", line
+            return "torch_xla.sync()", line
+        return implicit_cause(ev.frames, self._code(line)), line
+
+    def _cell_line(self, frames: list[Frame]) -> int | None:
+        if self.cell_file is None:
+            return None
+        for f in frames:
+            if f.file == self.cell_file:
+                return f.line
+        return None
+
+    def _code(self, line: int | None) -> str | None:
+        if line is None or not 1 <= line <= len(self.source_lines):
+            return None
+        return self.source_lines[line - 1].strip()
+
+    # --- timings -------------------------------------------------------------------------
+    def _assign_timings(self, delta: MetricsDelta) -> None:
+        steps = self.capture.steps
+        executes = _align(delta.samples["execute"], len(steps))
+        misses = [s for s in steps if s.cache == "miss"]
+        compiles = dict(zip(map(id, misses), _align(delta.samples["compile"], len(misses))))
+        from_device = list(delta.samples["from_device"])
+        # End of each step's host-side window.
+        ends: list[float | None] = []
+        for step, ex in zip(steps, executes):
+            record = self._explicit_of_step[len(ends)]
+            if record is not None:
+                ends.append(record.exit)
+            elif ex is not None:
+                later = [s.end for s in from_device if s.end >= ex.end]
+                ends.append(min(later) if later else ex.end)
+            else:
+                ends.append(None)
+        buckets = {k: [0.0] * len(steps) for k in ("to_device", "from_device")}
+        outside = {"to_device_s": 0.0, "from_device_s": 0.0}
+        for kind in ("to_device", "from_device"):
+            for sample in delta.samples[kind]:
+                idx = next((i for i, e in enumerate(ends) if e is not None and sample.end <= e + 1e-4), None)
+                if idx is None:
+                    outside[f"{kind}_s"] += sample.seconds
+                else:
+                    buckets[kind][idx] += sample.seconds
+        previous_end = self._t0
+        for i, step in enumerate(steps):
+            ex = executes[i]
+            comp = compiles.get(id(step))
+            t = dict.fromkeys(TIMING_KEYS)
+            t["execute_s"] = ex.seconds if ex else None
+            t["compile_s"] = (comp.seconds if comp else None) if step.cache == "miss" else 0.0
+            t["to_device_s"] = buckets["to_device"][i]
+            t["from_device_s"] = buckets["from_device"][i]
+            if ends[i] is not None:
+                window = ends[i] - previous_end
+                blocking = (t["compile_s"] or 0.0) + t["to_device_s"] + t["from_device_s"]
+                if self._explicit_of_step[i] is None:
+                    blocking += t["execute_s"] or 0.0
+                t["trace_s"] = max(0.0, window - blocking)
+                previous_end = ends[i]
+            step.timings = t
+        self.capture.outside_steps = {k: v for k, v in outside.items() if v}
+
+
+def _align(samples: list[Sample], n: int) -> list[Sample | None]:
+    """The last ``n`` samples line up with the last ``n`` steps (older ones may have been dropped)."""
+    samples = samples[-n:] if n else []
+    return [None] * (n - len(samples)) + list(samples)
+
+
+_VALUE_READS = (
+    (".item(", ".item()"),
+    (".tolist(", ".tolist()"),
+    (".numpy(", ".numpy()"),
+    (".cpu(", ".cpu()"),
+    ("'cpu'", ".to('cpu')"),
+    ('"cpu"', '.to("cpu")'),
+)
+
+
+def implicit_cause(frames: list[Frame], code: str | None) -> str:
+    """Name the Python action that made torch_xla run the graph before a sync was asked for."""
+    names = [(f.function, os.path.basename(f.file)) for f in frames]
+    if any(file == "_tensor_str.py" or (fn in ("__repr__", "__str__", "__format__") and file == "_tensor.py")
+           for fn, file in names):
+        return "implicit: tensor printed (print/repr/format needs its value)"
+    if code:
+        for needle, label in _VALUE_READS:
+            if needle in code:
+                return f"implicit: {label} reads the value"
+    if any(fn in ("__bool__", "__index__", "__int__", "__float__") for fn, _ in names):
+        return "implicit: tensor used as a Python number/bool"
+    return "implicit: Python read a tensor's value (data-dependent code or a CPU fallback)"

@@ -1,0 +1,204 @@
+"""The data contract: one ``CellCapture`` per run of a ``%%xla`` cell, one ``StepRecord`` per sync.
+
+Everything xla_lab shows is rendered from these records, and they travel as JSON (versioned) so the
+same bytes feed the terminal, notebook outputs, the JupyterLab panel and tests. Heavy per-graph text
+(IR, HLO before/after) lives in one ``GraphArtifacts`` per graph hash that every step running that
+graph shares: a loop of 10,000 cache hits holds one copy, not 10,000.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "xla_lab.capture/1"
+TIMING_KEYS = ("trace_s", "compile_s", "execute_s", "to_device_s", "from_device_s")
+CACHE_STATES = ("miss", "hit", "precompiled")
+
+
+class CaptureFormatError(ValueError):
+    """Raised when JSON handed to ``CellCapture.from_json`` is not a capture this version can read."""
+
+
+@dataclass
+class GraphArtifacts:
+    """What one compile of one graph left behind, stored once per graph hash."""
+
+    graph_hash: str
+    graph_name: str | None = None
+    ir_text: str | None = None
+    hlo_before: str | None = None
+    hlo_after: str | None = None
+    memory_report: str | None = None
+    buffer_assignment: str | None = None
+    dump_module: str | None = None  # e.g. "module_0007": which XLA dump the HLO came from
+    compiled_in: int | None = None  # execution count of the cell whose run compiled it
+
+    @property
+    def ir_nodes(self) -> int | None:
+        """Number of lazy-IR nodes in the graph (counted from the IR text)."""
+        if self.ir_text is None:
+            return None
+        return sum(1 for line in self.ir_text.splitlines() if line.lstrip().startswith("%"))
+
+    @property
+    def ir_dot(self) -> str | None:
+        """The IR graph as Graphviz DOT (built on demand, never stored twice)."""
+        if self.ir_text is None:
+            return None
+        from xla_lab.view.dot import ir_text_to_dot
+
+        return ir_text_to_dot(self.ir_text, name=self.graph_name or "graph")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "GraphArtifacts":
+        return cls(**_known(cls, data, "artifact"))
+
+
+@dataclass
+class StepRecord:
+    """One sync of the lazy graph: a ``torch_xla.sync()``, an implicit sync (``.item()``, ``print``),
+    or the sync ``%%xla`` does at the end of the cell."""
+
+    index: int
+    graph_name: str | None
+    graph_hash: str
+    cache: str  # "miss" | "hit" | "precompiled"
+    sync_cause: str
+    sync_line: int | None = None  # line of the cell that forced the sync (1-based), if in the cell
+    sync_code: str | None = None  # the text of that line
+    timings: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(TIMING_KEYS))
+    fallback_ops: dict[str, int] = field(default_factory=dict)
+    artifacts: GraphArtifacts | None = field(default=None, repr=False)
+
+    # Heavy text is read through the shared per-hash artifacts.
+    @property
+    def ir_text(self) -> str | None:
+        return self.artifacts.ir_text if self.artifacts else None
+
+    @property
+    def ir_dot(self) -> str | None:
+        return self.artifacts.ir_dot if self.artifacts else None
+
+    @property
+    def ir_nodes(self) -> int | None:
+        return self.artifacts.ir_nodes if self.artifacts else None
+
+    @property
+    def hlo_before(self) -> str | None:
+        return self.artifacts.hlo_before if self.artifacts else None
+
+    @property
+    def hlo_after(self) -> str | None:
+        return self.artifacts.hlo_after if self.artifacts else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if k != "artifacts"}
+        data["ir_nodes"] = self.ir_nodes
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], artifacts: dict[str, GraphArtifacts]) -> "StepRecord":
+        fields = _known(cls, data, "step")
+        fields.pop("artifacts", None)
+        if fields.get("cache") not in CACHE_STATES:
+            raise CaptureFormatError(f"step {data.get('index')}: unknown cache state {data.get('cache')!r}")
+        timings = fields.get("timings") or {}
+        fields["timings"] = {k: timings.get(k) for k in TIMING_KEYS}
+        return cls(**fields, artifacts=artifacts.get(fields["graph_hash"]))
+
+
+@dataclass
+class CellCapture:
+    """Everything recorded for one run of one ``%%xla`` cell."""
+
+    cell_id: str
+    execution_count: int | None
+    source: str
+    started_at: float
+    graph_name: str | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    wall_s: float | None = None
+    # Transfers (and anything else timed) that happened after the last sync of the cell.
+    outside_steps: dict[str, float] = field(default_factory=dict)
+    # Deltas of torch_xla.debug.metrics over the cell: the numbers the step timings add up to.
+    metrics: dict[str, Any] = field(default_factory=dict)
+    fallback_ops: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    schema: str = SCHEMA
+
+    # --- summaries used by every view -------------------------------------------------------
+    @property
+    def compiles(self) -> int:
+        return sum(1 for s in self.steps if s.cache == "miss")
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(1 for s in self.steps if s.cache == "hit")
+
+    @property
+    def precompiled(self) -> int:
+        return sum(1 for s in self.steps if s.cache == "precompiled")
+
+    def total(self, key: str) -> float:
+        """Sum of one timing over the steps (missing values count as 0)."""
+        return sum(s.timings.get(key) or 0.0 for s in self.steps)
+
+    def artifacts(self) -> dict[str, GraphArtifacts]:
+        """The distinct graphs this cell ran, by hash."""
+        out: dict[str, GraphArtifacts] = {}
+        for s in self.steps:
+            if s.artifacts is not None:
+                out.setdefault(s.graph_hash, s.artifacts)
+        return out
+
+    # --- JSON -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if k != "steps"}
+        data["steps"] = [s.to_dict() for s in self.steps]
+        data["artifacts"] = {h: a.to_dict() for h, a in self.artifacts().items()}
+        return data
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CellCapture":
+        if not isinstance(data, dict):
+            raise CaptureFormatError("a capture must be a JSON object")
+        schema = data.get("schema")
+        if not isinstance(schema, str) or not schema.startswith("xla_lab.capture/"):
+            raise CaptureFormatError(f"not an xla_lab capture (schema={schema!r})")
+        if schema != SCHEMA:
+            raise CaptureFormatError(f"capture schema {schema!r} is not readable by this xla_lab ({SCHEMA})")
+        raw_artifacts = data.get("artifacts") or {}
+        artifacts = {h: GraphArtifacts.from_dict(a) for h, a in raw_artifacts.items()}
+        fields = _known(cls, data, "capture")
+        fields.pop("artifacts", None)
+        fields["steps"] = [StepRecord.from_dict(s, artifacts) for s in data.get("steps") or []]
+        return cls(**fields)
+
+    @classmethod
+    def from_json(cls, text: str) -> "CellCapture":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CaptureFormatError(f"capture JSON is malformed: {exc}") from None
+        return cls.from_dict(data)
+
+
+def _known(cls, data: dict[str, Any], what: str) -> dict[str, Any]:
+    """Keep the keys ``cls`` knows (newer writers may add fields); insist on the required ones."""
+    if not isinstance(data, dict):
+        raise CaptureFormatError(f"{what} must be a JSON object")
+    out = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+    for name, f in cls.__dataclass_fields__.items():
+        required = f.default is MISSING and f.default_factory is MISSING
+        if required and name not in out:
+            raise CaptureFormatError(f"{what} is missing the field {name!r}")
+    return out

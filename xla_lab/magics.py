@@ -1,0 +1,193 @@
+"""``%%xla`` (run a cell on the lazy XLA device and capture every sync) and ``%xla`` (status, history,
+show, clear)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from xla_lab import session as session_mod
+from xla_lab.view.summary import SummaryView, to_text
+
+LINE_COMMANDS = ("status", "history", "show", "clear")
+
+
+@magics_class
+class XlaMagics(Magics):
+    @magic_arguments()
+    @argument("--no-sync", action="store_true",
+              help="Do not sync at the end of the cell: pending work stays lazy and joins the next graph.")
+    @argument("-q", "--quiet", action="store_true", help="Record the cell but do not display the summary.")
+    @argument("-n", "--name", default=None,
+              help="Name for the cell's graphs (XLA module name, shown in dumps and summaries).")
+    @argument("command", nargs="*",
+              help="Line magic only: status | history | show [N] | clear.")
+    @line_cell_magic
+    def xla(self, line: str, cell: str | None = None):
+        """Run a cell on the lazy XLA device and show what XLA did with it.
+
+        As a cell magic (``%%xla [options]``), runs the cell in the notebook's namespace, syncs the
+        work it left pending, and records every sync in the cell as a step: each
+        ``torch_xla.sync()`` / ``xm.mark_step()``, each implicit one (``.item()``, ``print(t)``,
+        ``.cpu()``) with the line that forced it, and the final one. The capture is then available
+        as ``xla_lab.last()``; a summary is displayed under the cell.
+
+        As a line magic: ``%xla status`` (device, runtime, dump directory, what is on),
+        ``%xla history``, ``%xla show [N]`` (capture N of the history, default the last),
+        ``%xla clear``.
+        """
+        __tracebackhide__ = True  # noqa: F841  (IPython hides this frame from user tracebacks)
+        args = parse_argstring(self.xla, line)
+        if cell is None:
+            return self._line(args.command)
+        if args.command:
+            raise ValueError(f"%%xla takes options only, got {' '.join(args.command)!r}; see %%xla?")
+        return self._run_cell(args, cell)
+
+    # --- %%xla ----------------------------------------------------------------------------------
+    def _run_cell(self, args, cell: str):
+        __tracebackhide__ = True  # noqa: F841
+        shell = self.shell
+        session = session_mod.get()
+        count = shell.execution_count
+        filename = shell.compile.cache(cell, count)  # registers the source for tracebacks
+        tree = ast.parse(cell, filename=filename)  # a SyntaxError surfaces before anything runs
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        body = compile(tree, filename, "exec", flags=shell.compile.flags, dont_inherit=True)
+        expr = None
+        if last is not None:
+            expr = compile(ast.Expression(last.value), filename, "eval", flags=shell.compile.flags,
+                           dont_inherit=True)
+        recorder = session.recorder(cell_id=_cell_id(shell, count), execution_count=count, source=cell,
+                                    cell_file=filename, graph_name=_graph_name(args.name, count))
+        recorder.start()
+        error: BaseException | None = None
+        result = None
+        try:
+            exec(body, shell.user_ns)
+            if expr is not None:
+                result = eval(expr, shell.user_ns)
+        except BaseException as exc:  # KeyboardInterrupt too: record, then re-raise below
+            error = exc
+        if not args.no_sync:
+            try:
+                recorder.final_sync()
+            except Exception as exc:
+                if error is None:
+                    error = exc
+                else:
+                    recorder.capture.notes.append(f"the final sync after the error also failed: {exc}")
+        capture = recorder.finish(error)
+        session.add(capture)
+        if not args.quiet:
+            _show(shell, SummaryView(capture))
+        if error is not None:
+            raise error.with_traceback(_user_traceback(error.__traceback__, filename))
+        return result
+
+    # --- %xla ---------------------------------------------------------------------------------
+    def _line(self, command: list[str]):
+        session = session_mod.get()
+        verb = command[0] if command else "status"
+        if verb not in LINE_COMMANDS:
+            raise ValueError(f"unknown %xla command {verb!r}; use one of: {', '.join(LINE_COMMANDS)}")
+        if verb == "status":
+            print(status_text(session))
+        elif verb == "history":
+            print(history_text(session))
+        elif verb == "show":
+            if not session.history:
+                print("xla_lab: no %%xla cell has run yet.")
+                return None
+            index = -1
+            if len(command) > 1:
+                try:
+                    index = int(command[1])
+                except ValueError:
+                    raise ValueError(f"%xla show takes a history index, got {command[1]!r}") from None
+            try:
+                capture = session.history[index]
+            except IndexError:
+                raise ValueError(f"no capture {index} (history has {len(session.history)})") from None
+            _show(self.shell, SummaryView(capture, max_rows=None))
+        elif verb == "clear":
+            n = len(session.history)
+            session.clear()
+            print(f"xla_lab: cleared {n} captures and the stored graphs.")
+        return None
+
+
+def status_text(session) -> str:
+    rt = session.runtime
+    lines = ["xla_lab status"]
+    for what, state in rt.describe():
+        lines.append(f"  {what:<40} {state}")
+    lines.append(f"  {'captured cells':<40} {len(session.history)}")
+    lines.append(f"  {'distinct graphs stored':<40} {len(session.store)}")
+    lines.append(f"  {'dump directory size':<40} {session.dumps.size_bytes()} bytes")
+    for p in rt.problems:
+        lines.append(f"  ! {p}")
+    return "\n".join(lines)
+
+
+def history_text(session) -> str:
+    if not session.history:
+        return "xla_lab: no %%xla cell has run yet."
+    lines = [f"{'#':>3} {'cell':>6} {'name':<16} {'steps':>6} {'compiled':>8} {'hits':>6} {'compile s':>10}"]
+    for i, c in enumerate(session.history):
+        lines.append(f"{i:>3} {c.execution_count or '':>6} {(c.graph_name or '')[:16]:<16} {len(c.steps):>6} "
+                     f"{c.compiles:>8} {c.cache_hits:>6} {c.total('compile_s'):>10.3f}"
+                     + ("  (raised)" if c.error else ""))
+    return "\n".join(lines)
+
+
+def _show(shell, view) -> None:
+    if _is_terminal(shell):
+        from rich.console import Console
+
+        Console().print(view)
+    else:
+        from IPython.display import display
+
+        display(view)
+
+
+def _is_terminal(shell) -> bool:
+    try:
+        from IPython.terminal.interactiveshell import TerminalInteractiveShell
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(shell, TerminalInteractiveShell) and sys.stdout.isatty()
+
+
+def _cell_id(shell, count) -> str:
+    """JupyterLab sends the cell's id with each execute request; fall back to the execution count."""
+    try:
+        parent = shell.kernel.get_parent()
+        cell_id = (parent or {}).get("metadata", {}).get("cellId")
+        if cell_id:
+            return str(cell_id)
+    except Exception:
+        pass
+    return f"exec-{count}"
+
+
+def _graph_name(name: str | None, count) -> str:
+    import re
+
+    if name:
+        return re.sub(r"[^A-Za-z0-9_]", "_", name)[:64] or "cell"
+    return f"cell_{count}"
+
+
+def _user_traceback(tb, filename: str):
+    """Drop the frames of xla_lab itself so the traceback starts in the user's cell."""
+    first = tb
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            return tb
+        tb = tb.tb_next
+    return first

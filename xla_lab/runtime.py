@@ -1,0 +1,173 @@
+"""Set the XLA runtime up for capture before the PJRT client starts, and say so when it is too late.
+
+torch_xla reads its debug switches once: ``XLA_FLAGS`` when the PJRT client is created,
+``PT_XLA_DEBUG_*``, ``XLA_SAVE_TENSORS_FILE`` and ``XLA_HLO_DEBUG`` on first use. They can be set
+after ``import torch_xla`` as long as no XLA device was used yet. ``prepare()`` sets them, pointing
+every file at a private directory of this kernel that is removed when the process exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HOW_TO_FIX = (
+    "Run `%load_ext xla_lab` before anything touches an XLA device "
+    "(restart the kernel and make it the first cell), or set the variables yourself before starting."
+)
+
+
+@dataclass
+class RuntimeState:
+    """What ``prepare()`` did and what capture can rely on in this process."""
+
+    workdir: Path
+    dump_dir: Path
+    debug_file: Path
+    ir_file: Path
+    device_env: str
+    pjrt_device_set_by_us: bool
+    too_late: bool = False
+    hlo_dump: bool = True  # XLA_FLAGS dump reaches us
+    sync_log: bool = True  # PT_XLA_DEBUG analysis reaches us (steps, causes, hashes)
+    ir_log: bool = True  # saved-tensors IR text reaches us
+    debug_metadata: bool = True  # source lines on IR nodes / HLO instructions
+    problems: list[str] = field(default_factory=list)
+
+    def describe(self) -> list[tuple[str, str]]:
+        """(what, state) rows for ``%xla status``."""
+        on = lambda b: "on" if b else "OFF"  # noqa: E731
+        return [
+            ("device", self.device_env),
+            ("runtime started", "yes" if runtime_started() else "not yet"),
+            ("work directory", str(self.workdir)),
+            ("HLO dump (before/after optimization)", on(self.hlo_dump)),
+            ("sync log (steps, causes, graph hashes)", on(self.sync_log)),
+            ("IR text per graph", on(self.ir_log)),
+            ("IR/HLO source-line metadata", on(self.debug_metadata)),
+        ]
+
+
+_STATE: RuntimeState | None = None
+
+
+def runtime_started() -> bool:
+    """True once the PJRT client exists (after that, XLA_FLAGS and debug switches are fixed)."""
+    if "torch_xla" not in sys.modules:
+        return False
+    try:
+        import torch_xla
+
+        return bool(torch_xla._XLAC._xla_runtime_is_initialized())
+    except Exception:  # a broken torch_xla import is reported elsewhere
+        return False
+
+
+def _already_used_env_at_start() -> dict[str, bool]:
+    """Which of our switches were in force when the runtime started (too-late case)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    return {
+        "hlo_dump": "--xla_dump_to" in flags and "--xla_dump_hlo_as_text" in flags,
+        "sync_log": os.environ.get("PT_XLA_DEBUG_LEVEL", "") not in ("", "0", "1")
+        and bool(os.environ.get("PT_XLA_DEBUG_FILE")),
+        "ir_log": bool(os.environ.get("XLA_SAVE_TENSORS_FILE")),
+        "debug_metadata": os.environ.get("XLA_HLO_DEBUG") == "1",
+    }
+
+
+def prepare() -> RuntimeState:
+    """Point XLA's debug output at a private directory of this kernel. Idempotent per process."""
+    global _STATE
+    if _STATE is not None:
+        return _STATE
+    workdir = Path(tempfile.mkdtemp(prefix=f"xla_lab_{os.getpid()}_"))
+    atexit.register(shutil.rmtree, workdir, True)
+    dump_dir = workdir / "dump"
+    dump_dir.mkdir()
+    debug_file = workdir / "sync.log"
+    ir_base = workdir / "ir.log"
+    set_by_us = "PJRT_DEVICE" not in os.environ
+    too_late = runtime_started()
+    env_at_start = _already_used_env_at_start()  # read before we change anything
+    _set_debug_env(dump_dir, debug_file, ir_base, set_by_us=set_by_us and not too_late)
+    ir_file = workdir / "ir.log.0"  # torch_xla appends the device ordinal to the saved-tensors path
+    if too_late:
+        # XLA_FLAGS were read when the client started. The other switches are read on the first
+        # compile/execution, so they still work if nothing ran yet; recorder checks that they did.
+        import torch_xla
+
+        ran_already = _ran_anything()
+        used = env_at_start if ran_already else {}
+        state = RuntimeState(
+            workdir, dump_dir, debug_file, ir_file, os.environ.get("PJRT_DEVICE", "?"), False,
+            too_late=True,
+            hlo_dump=False,
+            sync_log=used.get("sync_log", True),
+            ir_log=used.get("ir_log", True),
+            debug_metadata=used.get("debug_metadata", True),
+        )
+        torch_xla._XLAC._set_ir_debug(True)  # source locations on IR nodes can be turned on now
+        state.problems.append(too_late_message(state))
+        _STATE = state
+        return state
+    _STATE = RuntimeState(workdir, dump_dir, debug_file, ir_file, os.environ["PJRT_DEVICE"], set_by_us,
+                          problems=_PENDING_PROBLEMS[:])
+    return _STATE
+
+
+def too_late_message(state: RuntimeState) -> str:
+    missing = [what for what, ok in (
+        ("HLO before/after optimization (XLA_FLAGS dump)", state.hlo_dump),
+        ("per-step sync causes, lines and graph hashes (PT_XLA_DEBUG)", state.sync_log),
+        ("IR text of each graph (XLA_SAVE_TENSORS_FILE)", state.ir_log),
+        ("source lines in HLO metadata (XLA_HLO_DEBUG)", state.debug_metadata),
+    ) if not ok]
+    return (
+        "The XLA runtime had already started when xla_lab was loaded, so these are unavailable in "
+        "this kernel: " + "; ".join(missing) + ". Still captured: compile/execute/transfer timings, "
+        "cache hits and misses from torch_xla's metrics. " + HOW_TO_FIX
+    )
+
+
+def _ran_anything() -> bool:
+    import torch_xla.debug.metrics as met
+
+    names = set(met.metric_names())
+    return any(n in names and met.metric_data(n)[0] > 0 for n in ("CompileTime", "ExecuteTime"))
+
+
+_PENDING_PROBLEMS: list[str] = []
+
+
+def _set_debug_env(dump_dir: Path, debug_file: Path, ir_base: Path, set_by_us: bool) -> None:
+    if set_by_us:
+        os.environ["PJRT_DEVICE"] = "CPU"
+    os.environ["XLA_IR_DEBUG"] = "1"
+    os.environ["XLA_HLO_DEBUG"] = "1"
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "--xla_dump_to" in flags:
+        _PENDING_PROBLEMS.append(
+            "XLA_FLAGS already had --xla_dump_to; xla_lab replaced it with its own directory "
+            f"({dump_dir}) so it can read and clean the dump."
+        )
+        flags = " ".join(f for f in flags.split() if not f.startswith(("--xla_dump_to", "--xla_dump_hlo_as_text")))
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_dump_to={dump_dir} --xla_dump_hlo_as_text".strip()
+    os.environ["PT_XLA_DEBUG_LEVEL"] = "2"
+    os.environ["PT_XLA_DEBUG_FILE"] = str(debug_file)
+    os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "32")
+    os.environ["XLA_SAVE_TENSORS_FILE"] = str(ir_base)
+    os.environ["XLA_SAVE_TENSORS_FMT"] = "text"
+def state() -> RuntimeState | None:
+    return _STATE
+
+
+def device():
+    """The XLA device cells run on (imports torch_xla lazily)."""
+    import torch_xla
+
+    return torch_xla.device()

@@ -1,0 +1,1 @@
+"""Views render captures; they never reach into torch_xla."""
