@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PY     := $(VENV)/bin/python
 export PJRT_DEVICE ?= CPU
 
-.PHONY: env lab test bench clean-env
+.PHONY: env lab test bench notebooks clean-env
 
 env: $(STAMP)
 
@@ -20,8 +20,14 @@ $(STAMP): requirements-lock.txt pyproject.toml
 lab: env
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
+
 test: env
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
+
+# Re-run the tutorial notebooks in place so their saved outputs match the code (then commit them).
+notebooks: env
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --allow-errors notebooks/*.ipynb
 
 bench: env
 	$(PY) benchmarks/bench_capture_overhead.py

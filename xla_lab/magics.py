@@ -138,7 +138,8 @@ def history_text(session) -> str:
         return "xla_lab: no %%xla cell has run yet."
     lines = [f"{'#':>3} {'cell':>6} {'name':<16} {'steps':>6} {'compiled':>8} {'hits':>6} {'compile s':>10}"]
     for i, c in enumerate(session.history):
-        lines.append(f"{i:>3} {c.execution_count or '':>6} {(c.graph_name or '')[:16]:<16} {len(c.steps):>6} "
+        cell = f"[{c.execution_count}]" if c.execution_count is not None else ""
+        lines.append(f"{i:>3} {cell:>6} {(c.graph_name or '')[:16]:<16} {len(c.steps):>6} "
                      f"{c.compiles:>8} {c.cache_hits:>6} {c.total('compile_s'):>10.3f}"
                      + ("  (raised)" if c.error else ""))
     return "\n".join(lines)

@@ -150,7 +150,8 @@ def _set_debug_env(dump_dir: Path, debug_file: Path, ir_base: Path, set_by_us: b
     os.environ["XLA_IR_DEBUG"] = "1"
     os.environ["XLA_HLO_DEBUG"] = "1"
     flags = os.environ.get("XLA_FLAGS", "")
-    if "--xla_dump_to" in flags:
+    inherited = os.environ.get("XLA_LAB_PID") not in (None, str(os.getpid()))
+    if "--xla_dump_to" in flags and not inherited:  # inherited: a parent process's xla_lab set it
         _PENDING_PROBLEMS.append(
             "XLA_FLAGS already had --xla_dump_to; xla_lab replaced it with its own directory "
             f"({dump_dir}) so it can read and clean the dump."
@@ -162,6 +163,7 @@ def _set_debug_env(dump_dir: Path, debug_file: Path, ir_base: Path, set_by_us: b
     os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "32")
     os.environ["XLA_SAVE_TENSORS_FILE"] = str(ir_base)
     os.environ["XLA_SAVE_TENSORS_FMT"] = "text"
+    os.environ["XLA_LAB_PID"] = str(os.getpid())
 def state() -> RuntimeState | None:
     return _STATE
 

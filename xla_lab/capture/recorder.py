@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from .dumps import DumpDirectory
-from .metrics import MetricsDelta, MetricsSnapshot, Sample
+from .metrics import NOT_FALLBACKS, MetricsDelta, MetricsSnapshot, Sample
 from .records import TIMING_KEYS, CellCapture, StepRecord
 from .store import ArtifactStore
 from .xla_logs import AppendedLog, Frame, SyncEvent, parse_debug_log, parse_ir_log
@@ -63,7 +63,7 @@ class SyncHook:
         hook = self
 
         def _xla_lab_step_marker(*args, **kwargs):
-            record = _ExplicitSync(enter=time.time(), final=hook.final_pending)
+            record = _ExplicitSync(enter=time.time(), final=hook.final_pending, fallbacks=fallback_counts())
             size = _size(debug_file)
             try:
                 return original(*args, **kwargs)
@@ -79,6 +79,21 @@ class SyncHook:
         if self._original is not None:
             self._xlac._xla_step_marker = self._original
             self._original = None
+
+
+def fallback_counts() -> dict[str, int]:
+    """Cumulative count per CPU-fallback op (about 1 us when there are none)."""
+    import torch_xla
+
+    xlac = torch_xla._XLAC
+    names = xlac._get_executed_fallback_ops()
+    if not names:
+        return {}
+    return {n.removeprefix("aten::"): xlac._xla_counter_value(n) or 0 for n in names if n not in NOT_FALLBACKS}
+
+
+def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
 
 
 def _size(path: str) -> int:
@@ -108,6 +123,8 @@ class CellRecorder:
         self._previous_graph_name: str | None = None
         self._t0 = 0.0
         self._explicit_of_step: list[_ExplicitSync | None] = []  # parallel to capture.steps
+        self._fallbacks_at_start: dict[str, int] = {}
+        self._fallbacks_at_end: dict[str, int] = {}
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -121,6 +138,7 @@ class CellRecorder:
         if self.capture.graph_name:
             torch_xla._XLAC._set_current_graph_name(self.capture.graph_name)
         self._before = MetricsSnapshot()
+        self._fallbacks_at_start = fallback_counts()
         self._hook.install()
         self._t0 = time.time()
         self.capture.started_at = self._t0
@@ -148,6 +166,7 @@ class CellRecorder:
                 self.capture.notes.append(f"waiting for the device failed: {exc}")
             end = time.time()
             self._hook.uninstall()
+            self._fallbacks_at_end = fallback_counts()
             after = MetricsSnapshot()
             torch_xla._XLAC._set_current_graph_name(self._previous_graph_name or "")
             delta = MetricsDelta(self._before, after)
@@ -308,6 +327,21 @@ class CellRecorder:
                 previous_end = ends[i]
             step.timings = t
         self.capture.outside_steps = {k: v for k, v in outside.items() if v}
+        self._assign_fallbacks()
+
+    def _assign_fallbacks(self) -> None:
+        """Fallbacks that ran since the previous explicit sync go to the next explicit step (implicit
+        syncs have no hook to count at); what ran after the last one goes to the last step."""
+        previous = self._fallbacks_at_start
+        steps = self.capture.steps
+        for step, record in zip(steps, self._explicit_of_step):
+            if record is not None and record.fallbacks is not None:
+                step.fallback_ops = _diff(record.fallbacks, previous)
+                previous = record.fallbacks
+        rest = _diff(self._fallbacks_at_end, previous)
+        if rest and steps:
+            for op, n in rest.items():
+                steps[-1].fallback_ops[op] = steps[-1].fallback_ops.get(op, 0) + n
 
 
 def _align(samples: list[Sample], n: int) -> list[Sample | None]:

@@ -1,0 +1,60 @@
+"""Shared fixtures: one IPython shell with xla_lab loaded before any XLA device is used.
+
+The XLA runtime reads its debug switches once per process, so the extension is loaded at import time
+of this conftest, before any test can touch a device. Tests that need a process where that did *not*
+happen (loading too late) run a subprocess.
+"""
+
+import os
+import sys
+import itertools
+
+import pytest
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+
+from IPython.testing.globalipapp import start_ipython  # noqa: E402
+
+_IP = start_ipython()
+_IP.run_line_magic("load_ext", "xla_lab")
+
+_unique = itertools.count(3)
+
+
+@pytest.fixture(scope="session")
+def ip():
+    return _IP
+
+
+@pytest.fixture
+def fresh_dim():
+    """A hidden size no other test used, so the graphs of a test are new to XLA's compile cache."""
+    return 7 + next(_unique) * 2
+
+
+def run_xla(ip, body: str, options: str = ""):
+    """Run a %%xla cell the way a notebook would; return (result, capture)."""
+    import xla_lab
+
+    before = len(xla_lab.history())
+    result = ip.run_cell(f"%%xla {options}\n{body}")
+    after = xla_lab.history()
+    capture = after[-1] if len(after) > before else None
+    return result, capture
+
+
+@pytest.fixture
+def xla_cell(ip):
+    def run(body: str, options: str = "", raise_errors: bool = True):
+        result, capture = run_xla(ip, body, options)
+        if raise_errors and result.error_in_exec is not None:
+            raise result.error_in_exec
+        if raise_errors and result.error_before_exec is not None:
+            raise result.error_before_exec
+        return capture
+
+    return run
+
+
+def pytest_report_header(config):
+    return f"python {sys.version.split()[0]}, PJRT_DEVICE={os.environ.get('PJRT_DEVICE')}"
