@@ -17,8 +17,11 @@ $(STAMP): requirements-lock.txt pyproject.toml
 	$(PY) -c "import torch_xla, xla_lab; print('environment ready:', torch_xla.__version__)"
 	touch $(STAMP)
 
+# JupyterLab refuses to start as root unless told; this machine's users often are root.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: env
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 

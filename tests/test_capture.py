@@ -249,3 +249,29 @@ def test_dump_directory_keeps_no_llvm_flood(xla_cell, ip, fresh_dim):
     s = session.current()
     assert s.dumps.size_bytes() == 0  # HLO text read into the store, everything else deleted
     assert list(s.runtime.dump_dir.iterdir()) == []
+
+
+def test_cpu_transfer_is_an_implicit_step(ip, xla_cell, fresh_dim):
+    setup_mlp(ip, fresh_dim, name="cpunet")
+    c = xla_cell("""
+host = cpunet(x_cpunet).cpu()
+""")
+    # (an end-of-cell step may follow for work the set-up cell left pending)
+    assert c.steps[0].sync_cause == "implicit: .cpu() reads the value"
+    assert c.steps[0].sync_line == 2
+    assert c.steps[0].timings["from_device_s"] > 0
+
+
+def test_keyboard_interrupt_is_recorded_and_reraised(ip, fresh_dim):
+    from conftest import run_xla
+
+    setup_mlp(ip, fresh_dim, name="kbnet")
+    result, c = run_xla(ip, """
+partial = kbnet(x_kbnet)
+raise KeyboardInterrupt
+""")
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    assert c.error.startswith("KeyboardInterrupt")
+    assert [s.sync_cause for s in c.steps] == ["end of cell"]
+    result2, c2 = run_xla(ip, "after_interrupt = partial.sum()")
+    assert result2.success and len(c2.steps) == 1

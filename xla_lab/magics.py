@@ -23,6 +23,9 @@ class XlaMagics(Magics):
     @argument("-q", "--quiet", action="store_true", help="Record the cell but do not display the summary.")
     @argument("-n", "--name", default=None,
               help="Name for the cell's graphs (XLA module name, shown in dumps and summaries).")
+    @argument("--track-lines", choices=("auto", "always"), default="auto",
+              help="Source lines on traced ops cost a stack walk per op. 'auto' (default) pauses them once "
+                   "a loop hits the cache twice in a row and resumes after any compile; 'always' keeps them.")
     @argument("command", nargs="*",
               help="Line magic only: status | history | show [N] | clear.")
     @line_cell_magic
@@ -62,7 +65,8 @@ class XlaMagics(Magics):
             expr = compile(ast.Expression(last.value), filename, "eval", flags=shell.compile.flags,
                            dont_inherit=True)
         recorder = session.recorder(cell_id=_cell_id(shell, count), execution_count=count, source=cell,
-                                    cell_file=filename, graph_name=_graph_name(args.name, count))
+                                    cell_file=filename, graph_name=_graph_name(args.name, count),
+                                    track_lines=args.track_lines)
         recorder.start()
         error: BaseException | None = None
         result = None

@@ -35,7 +35,7 @@ class RuntimeState:
     too_late: bool = False
     hlo_dump: bool = True  # XLA_FLAGS dump reaches us
     sync_log: bool = True  # PT_XLA_DEBUG analysis reaches us (steps, causes, hashes)
-    ir_log: bool = True  # saved-tensors IR text reaches us
+    ir_log: bool = False  # torch_xla's IR text of every sync (opt-in: XLA_LAB_IR_LOG=1, costly)
     debug_metadata: bool = True  # source lines on IR nodes / HLO instructions
     problems: list[str] = field(default_factory=list)
 
@@ -48,7 +48,7 @@ class RuntimeState:
             ("work directory", str(self.workdir)),
             ("HLO dump (before/after optimization)", on(self.hlo_dump)),
             ("sync log (steps, causes, graph hashes)", on(self.sync_log)),
-            ("IR text per graph", on(self.ir_log)),
+            ("lazy-IR text of every sync (XLA_LAB_IR_LOG=1)", "on" if self.ir_log else "off (graph rebuilt from HLO)"),
             ("IR/HLO source-line metadata", on(self.debug_metadata)),
         ]
 
@@ -108,7 +108,7 @@ def prepare() -> RuntimeState:
             too_late=True,
             hlo_dump=False,
             sync_log=used.get("sync_log", True),
-            ir_log=used.get("ir_log", True),
+            ir_log=used.get("ir_log", ir_log_requested()),
             debug_metadata=used.get("debug_metadata", True),
         )
         torch_xla._XLAC._set_ir_debug(True)  # source locations on IR nodes can be turned on now
@@ -116,7 +116,7 @@ def prepare() -> RuntimeState:
         _STATE = state
         return state
     _STATE = RuntimeState(workdir, dump_dir, debug_file, ir_file, os.environ["PJRT_DEVICE"], set_by_us,
-                          problems=_PENDING_PROBLEMS[:])
+                          ir_log=ir_log_requested(), problems=_PENDING_PROBLEMS[:])
     return _STATE
 
 
@@ -124,7 +124,6 @@ def too_late_message(state: RuntimeState) -> str:
     missing = [what for what, ok in (
         ("HLO before/after optimization (XLA_FLAGS dump)", state.hlo_dump),
         ("per-step sync causes, lines and graph hashes (PT_XLA_DEBUG)", state.sync_log),
-        ("IR text of each graph (XLA_SAVE_TENSORS_FILE)", state.ir_log),
         ("source lines in HLO metadata (XLA_HLO_DEBUG)", state.debug_metadata),
     ) if not ok]
     return (
@@ -132,6 +131,12 @@ def too_late_message(state: RuntimeState) -> str:
         "this kernel: " + "; ".join(missing) + ". Still captured: compile/execute/transfer timings, "
         "cache hits and misses from torch_xla's metrics. " + HOW_TO_FIX
     )
+
+
+def ir_log_requested() -> bool:
+    """torch_xla writes the IR text of *every* sync, cache hits included, once this is on: in a
+    fast loop that costs more than the step itself, so it is opt-in."""
+    return os.environ.get("XLA_LAB_IR_LOG", "") not in ("", "0")
 
 
 def _ran_anything() -> bool:
@@ -161,8 +166,11 @@ def _set_debug_env(dump_dir: Path, debug_file: Path, ir_base: Path, set_by_us: b
     os.environ["PT_XLA_DEBUG_LEVEL"] = "2"
     os.environ["PT_XLA_DEBUG_FILE"] = str(debug_file)
     os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "32")
-    os.environ["XLA_SAVE_TENSORS_FILE"] = str(ir_base)
-    os.environ["XLA_SAVE_TENSORS_FMT"] = "text"
+    if ir_log_requested():
+        os.environ["XLA_SAVE_TENSORS_FILE"] = str(ir_base)
+        os.environ["XLA_SAVE_TENSORS_FMT"] = "text"
+    elif inherited:
+        os.environ.pop("XLA_SAVE_TENSORS_FILE", None)
     os.environ["XLA_LAB_PID"] = str(os.getpid())
 def state() -> RuntimeState | None:
     return _STATE

@@ -17,10 +17,10 @@ class Session:
         self.history: list[CellCapture] = []
 
     def recorder(self, *, cell_id: str, execution_count: int | None, source: str,
-                 cell_file: str | None, graph_name: str | None) -> CellRecorder:
+                 cell_file: str | None, graph_name: str | None, track_lines: str = "auto") -> CellRecorder:
         return CellRecorder(self.runtime, self.store, self.dumps, cell_id=cell_id,
                             execution_count=execution_count, source=source, cell_file=cell_file,
-                            graph_name=graph_name)
+                            graph_name=graph_name, track_lines=track_lines)
 
     def add(self, capture: CellCapture) -> None:
         self.history.append(capture)

@@ -38,11 +38,50 @@ class _ExplicitSync:
     fallbacks: dict[str, int] | None = None
 
 
+class LineTracking:
+    """Source locations on IR nodes (``XLA_IR_DEBUG``) cost a Python stack walk per traced op, which
+    in a fast cached loop is a third of the step. They only matter for graphs that get compiled, so
+    in ``auto`` mode tracking pauses once a cell's explicit syncs hit the cache twice in a row and
+    resumes after any compile. A graph first compiled while paused has op types but no lines."""
+
+    STEADY_AFTER = 2
+
+    def __init__(self, mode: str = "auto"):
+        import torch_xla
+
+        self._xlac = torch_xla._XLAC
+        self.mode = mode
+        self.hits_in_a_row = 0
+        self.paused = False
+        self.compiled_while_paused = 0
+
+    def start(self) -> None:
+        self._set(True)
+
+    def after_sync(self, compiled: bool, executed: bool) -> None:
+        if compiled:
+            if self.paused:
+                self.compiled_while_paused += 1
+            self.hits_in_a_row = 0
+            self._set(True)
+        elif executed:
+            self.hits_in_a_row += 1
+            if self.mode == "auto" and self.hits_in_a_row >= self.STEADY_AFTER:
+                self._set(False)
+
+    def stop(self) -> None:
+        self._set(True)  # outside %%xla cells, graphs compile with their lines
+
+    def _set(self, on: bool) -> None:
+        self.paused = not on
+        self._xlac._set_ir_debug(on)
+
+
 class SyncHook:
     """Wraps ``torch_xla._XLAC._xla_step_marker`` (what ``torch_xla.sync`` and ``xm.mark_step``
-    call) to timestamp explicit syncs. Costs two clock reads and one ``stat`` per sync."""
+    call) to timestamp explicit syncs. Costs a few clock and counter reads and one ``stat`` per sync."""
 
-    def __init__(self, debug_file: str):
+    def __init__(self, debug_file: str, tracking: LineTracking):
         import torch_xla
 
         self._xlac = torch_xla._XLAC
@@ -50,6 +89,7 @@ class SyncHook:
         self._original = None
         self.records: list[_ExplicitSync] = []
         self.final_pending = False
+        self.tracking = tracking
 
     def install(self) -> None:
         if self._original is not None:
@@ -61,16 +101,20 @@ class SyncHook:
         records = self.records
         debug_file = self._debug_file
         hook = self
+        tracking = self.tracking
+        compiles = self._xlac._xla_counter_value
 
         def _xla_lab_step_marker(*args, **kwargs):
             record = _ExplicitSync(enter=time.time(), final=hook.final_pending, fallbacks=fallback_counts())
             size = _size(debug_file)
+            uncached = compiles("UncachedCompile")
             try:
                 return original(*args, **kwargs)
             finally:
                 record.exit = time.time()
                 record.executed = _size(debug_file) != size
                 records.append(record)
+                tracking.after_sync(compiled=compiles("UncachedCompile") != uncached, executed=record.executed)
 
         _xla_lab_step_marker.__wrapped__ = original
         self._xlac._xla_step_marker = _xla_lab_step_marker
@@ -108,7 +152,7 @@ class CellRecorder:
 
     def __init__(self, runtime, store: ArtifactStore, dumps: DumpDirectory, *, cell_id: str,
                  execution_count: int | None, source: str, cell_file: str | None,
-                 graph_name: str | None):
+                 graph_name: str | None, track_lines: str = "auto"):
         self.runtime = runtime
         self.store = store
         self.dumps = dumps
@@ -118,7 +162,8 @@ class CellRecorder:
         self.source_lines = source.splitlines()
         self._sync_log = AppendedLog(runtime.debug_file)
         self._ir_log = AppendedLog(runtime.ir_file)
-        self._hook = SyncHook(str(runtime.debug_file))
+        self._tracking = LineTracking(track_lines)
+        self._hook = SyncHook(str(runtime.debug_file), self._tracking)
         self._before: MetricsSnapshot | None = None
         self._previous_graph_name: str | None = None
         self._t0 = 0.0
@@ -132,13 +177,15 @@ class CellRecorder:
 
         # Anything written before this cell (syncs outside %%xla) is not ours.
         self._sync_log.read_and_reset()
-        self._ir_log.read_and_reset()
+        if self.runtime.ir_log:
+            self._ir_log.read_and_reset()
         self.dumps.collect()
         self._previous_graph_name = torch_xla._XLAC._get_current_graph_name()
         if self.capture.graph_name:
             torch_xla._XLAC._set_current_graph_name(self.capture.graph_name)
         self._before = MetricsSnapshot()
         self._fallbacks_at_start = fallback_counts()
+        self._tracking.start()
         self._hook.install()
         self._t0 = time.time()
         self.capture.started_at = self._t0
@@ -166,12 +213,13 @@ class CellRecorder:
                 self.capture.notes.append(f"waiting for the device failed: {exc}")
             end = time.time()
             self._hook.uninstall()
+            self._tracking.stop()
             self._fallbacks_at_end = fallback_counts()
             after = MetricsSnapshot()
             torch_xla._XLAC._set_current_graph_name(self._previous_graph_name or "")
             delta = MetricsDelta(self._before, after)
             events = parse_debug_log(self._sync_log.read_and_reset())
-            irs = parse_ir_log(self._ir_log.read_and_reset())
+            irs = parse_ir_log(self._ir_log.read_and_reset()) if self.runtime.ir_log else []
             modules = self.dumps.collect()
             self.capture.wall_s = end - self._t0
             self.capture.metrics = delta.as_dict()
@@ -181,6 +229,7 @@ class CellRecorder:
             self._build_steps(events, irs, modules, delta)
         except Exception as exc:  # capture must never take the user's cell down
             self._hook.uninstall()
+            self._tracking.stop()
             self.capture.notes.append(f"capture failed: {type(exc).__name__}: {exc}")
         return self.capture
 
@@ -198,6 +247,12 @@ class CellRecorder:
         else:
             self._steps_from_metrics(delta)
         self._assign_timings(delta)
+        if self._tracking.compiled_while_paused:
+            self.capture.notes.append(
+                f"{self._tracking.compiled_while_paused} graph(s) compiled after the loop had reached a "
+                "steady state, while source-line tracking was paused for speed: their HLO has op types "
+                "but no source lines. Use `%%xla --track-lines always` to keep lines on every step."
+            )
         if any(delta.lost.values()):
             lost = ", ".join(f"{k}: {v}" for k, v in delta.lost.items() if v)
             self.capture.notes.append(
@@ -220,8 +275,8 @@ class CellRecorder:
             miss = pending_compile is not None and pending_compile.graph_hash == ev.graph_hash
             pending_compile = None
             artifacts = self.store.get_or_create(ev.graph_hash, ev.graph_name)
-            if artifacts.ir_text is None and ev.graph_hash in ir_by_hash:
-                artifacts.ir_text = ir_by_hash[ev.graph_hash]
+            if ev.graph_hash in ir_by_hash:
+                self.store.attach_ir(artifacts, ir_by_hash[ev.graph_hash])
             if miss:
                 module = module_queue.pop(0) if module_queue else None
                 if module is not None:

@@ -28,6 +28,7 @@ class GraphArtifacts:
     graph_hash: str
     graph_name: str | None = None
     ir_text: str | None = None
+    ir_source: str | None = None  # "lazy-ir" (torch_xla's IR log) | "hlo-before" (rebuilt from the HLO)
     hlo_before: str | None = None
     hlo_after: str | None = None
     memory_report: str | None = None

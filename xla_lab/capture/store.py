@@ -7,6 +7,9 @@ steps shares one object. Later work adds an LRU cap here (long sessions).
 from __future__ import annotations
 
 from .dumps import CompiledModule
+from xla_lab.hlo.instructions import HloTextError
+
+from .lowered_graph import ir_text_from_hlo
 from .records import GraphArtifacts
 
 
@@ -30,6 +33,18 @@ class ArtifactStore:
         art.compiled_in = execution_count
         if art.graph_name is None:
             art.graph_name = module.graph_name
+        if art.ir_source != "lazy-ir" and module.hlo_before:
+            try:
+                art.ir_text = ir_text_from_hlo(module.hlo_before)
+                art.ir_source = "hlo-before"
+            except HloTextError:
+                pass  # the HLO is still shown; only the rebuilt graph is missing
+
+    def attach_ir(self, art: GraphArtifacts, ir_text: str) -> None:
+        """torch_xla's own IR text (IR log on) is preferred over the graph rebuilt from HLO."""
+        if art.ir_source != "lazy-ir":
+            art.ir_text = ir_text
+            art.ir_source = "lazy-ir"
 
     def get(self, graph_hash: str) -> GraphArtifacts | None:
         return self._by_hash.get(graph_hash)

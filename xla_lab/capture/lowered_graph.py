@@ -1,0 +1,81 @@
+"""Rebuild the captured lazy graph from XLA's pre-optimization HLO, in torch_xla's IR text format.
+
+torch_xla can write the IR text of every sync (``XLA_SAVE_TENSORS_FILE``), but it does so for cache
+hits too and costs more than the steps themselves in a fast loop, so xla_lab leaves it off by default
+(``XLA_LAB_IR_LOG=1`` turns it on). Without it, the graph is rebuilt from the HLO XLA was given: each
+lazy-IR op lowers to a few HLO instructions that carry the same ``op_type`` and source location
+(``XLA_HLO_DEBUG``), so connected instructions with equal metadata are merged back into one node.
+"""
+
+from __future__ import annotations
+
+import os
+
+from xla_lab.hlo.instructions import Instruction, entry_instructions
+
+HEADER = "IR (rebuilt from the HLO before optimization) {"
+
+
+def _key(ins: Instruction):
+    if not ins.metadata.get("op_type"):
+        return None
+    md = ins.metadata
+    return md.get("op_type"), md.get("op_name"), md.get("source_file"), md.get("source_line")
+
+
+def _op(op_type: str) -> str:
+    namespace, sep, name = op_type.partition("__")
+    return f"{namespace}::{name}" if sep else op_type
+
+
+def ir_text_from_hlo(hlo_before: str) -> str:
+    entry = entry_instructions(hlo_before)
+    roots = []
+    for i in entry:
+        if i.is_root:
+            roots = i.operands if i.opcode == "tuple" else [i.name]
+    instructions = [i for i in entry if not (i.is_root and i.opcode == "tuple")]
+    position = {i.name: n for n, i in enumerate(instructions)}
+    by_name = {i.name: i for i in instructions}
+    parent = {i.name: i.name for i in instructions}
+
+    def find(n: str) -> str:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    for ins in instructions:
+        k = _key(ins)
+        for o in ins.operands:
+            if o in by_name and k is not None and _key(by_name[o]) == k:
+                parent[find(o)] = find(ins.name)
+    groups: dict[str, list[Instruction]] = {}
+    for ins in instructions:
+        groups.setdefault(find(ins.name), []).append(ins)
+    # Number groups in the order their last instruction appears (operands come first in HLO text).
+    order = sorted(groups, key=lambda g: position[groups[g][-1].name])
+    number = {g: n for n, g in enumerate(order)}
+    group_of = {ins.name: find(ins.name) for ins in instructions}
+    root_index = {group_of[r]: idx for idx, r in enumerate(roots) if r in group_of}
+    lines = [HEADER]
+    for g in order:
+        members = groups[g]
+        last = members[-1]
+        names = {m.name for m in members}
+        operands = []
+        for m in members:
+            for o in m.operands:
+                if o in group_of and o not in names and number[group_of[o]] not in operands:
+                    operands.append(number[group_of[o]])
+        op = _op(last.op_type) if last.op_type else f"xla::{last.opcode}"
+        line = f"  %{number[g]} = {last.shape} {op}({', '.join(f'%{o}' for o in operands)})"
+        src = last.source
+        if src:
+            line += f", location={os.path.basename(src[0])}:{src[1]}"
+        line += f", hlo={','.join(m.name for m in members)}"
+        if g in root_index:
+            line += f", ROOT={root_index[g]}"
+        lines.append(line)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
