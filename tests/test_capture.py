@@ -275,3 +275,16 @@ raise KeyboardInterrupt
     assert [s.sync_cause for s in c.steps] == ["end of cell"]
     result2, c2 = run_xla(ip, "after_interrupt = partial.sum()")
     assert result2.success and len(c2.steps) == 1
+
+
+def test_hit_on_a_graph_compiled_in_a_plain_cell_shows_its_hlo(ip, xla_cell, fresh_dim):
+    from xla_lab import session
+
+    setup_mlp(ip, fresh_dim, name="outside")
+    code = "o = outside(x_outside).relu()\ntorch_xla.sync()"
+    assert ip.run_cell(code).success  # compiled outside %%xla
+    assert list(session.current().runtime.dump_dir.iterdir()) == []  # its dump was read and cleaned
+    c = xla_cell(code)
+    assert c.steps[0].cache == "hit"
+    assert c.steps[0].hlo_after is not None and "HloModule" in c.steps[0].hlo_before
+    assert c.steps[0].artifacts.compiled_in is None  # compiled outside any %%xla cell

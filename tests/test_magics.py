@@ -113,3 +113,13 @@ def test_loading_too_late_explains_itself(tmp_path):
     # Still useful: the step is seen from metrics with its timings.
     assert "STEPS 1 miss True" in proc.stdout
     assert "HLO dump (before/after optimization)     OFF" in proc.stdout
+
+
+def test_capture_knows_its_cell_number_and_id(ip):
+    # As in a notebook: the cell is stored in history and IPython numbers it before running it.
+    result = ip.run_cell("%%xla -q\nnumbered = sv * 5", store_history=True, cell_id="cell-abc")
+    assert result.success
+    c = xla_lab.last()
+    assert c.execution_count == result.execution_count
+    assert c.cell_id == "cell-abc"
+    assert c.graph_name == f"cell_{result.execution_count}"

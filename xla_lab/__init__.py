@@ -36,16 +36,26 @@ def last() -> CellCapture:
 def load_ipython_extension(ipython) -> None:
     """``%load_ext xla_lab``: set the runtime up (before the PJRT client starts) and add the magics."""
     from xla_lab import session
-    from xla_lab.magics import XlaMagics
+    from xla_lab.magics import XlaMagics, after_cell, forget_cell, remember_cell
 
     s = session.get()
     ipython.register_magics(XlaMagics)
+    for event, callback in (("pre_execute", forget_cell), ("pre_run_cell", remember_cell),
+                            ("post_run_cell", after_cell)):
+        if callback not in ipython.events.callbacks[event]:
+            ipython.events.register(event, callback)
     for problem in s.runtime.problems:
         print(f"xla_lab: {problem}", file=sys.stderr)
 
 
 def unload_ipython_extension(ipython) -> None:
     """``%unload_ext xla_lab``: remove the magics. Captures stay readable through ``history()``."""
+    from xla_lab.magics import after_cell, forget_cell, remember_cell
+
+    for event, callback in (("pre_execute", forget_cell), ("pre_run_cell", remember_cell),
+                            ("post_run_cell", after_cell)):
+        if callback in ipython.events.callbacks[event]:
+            ipython.events.unregister(event, callback)
     magics = ipython.magics_manager.magics
     for kind in ("line", "cell"):
         magics[kind].pop("xla", None)

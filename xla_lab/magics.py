@@ -13,6 +13,32 @@ from xla_lab import session as session_mod
 from xla_lab.view.summary import SummaryView, to_text
 
 LINE_COMMANDS = ("status", "history", "show", "clear")
+_current_cell = {"info": None}
+
+
+def remember_cell(info) -> None:
+    """``pre_run_cell`` callback: IPython numbers a cell before running it, and only the cell's
+    ExecutionInfo says whether it counts (store_history) and which notebook cell it is (cell_id)."""
+    _current_cell["info"] = info
+
+
+def forget_cell() -> None:
+    """``pre_execute`` callback (fires for silent executions too, which skip pre_run_cell)."""
+    _current_cell["info"] = None
+    _current_cell["was_xla"] = False
+
+
+def after_cell(result=None) -> None:
+    """``post_run_cell`` callback: a cell that was not ``%%xla`` may have compiled graphs; keep their
+    HLO and keep the dump directory and logs from growing."""
+    if _current_cell.get("was_xla"):
+        return
+    s = session_mod.current()
+    if s is not None:
+        try:
+            s.absorb_outside_work()
+        except Exception as exc:  # never disturb the user's cell for this
+            print(f"xla_lab: could not read XLA's output after the cell: {exc}", file=sys.stderr)
 
 
 @magics_class
@@ -55,7 +81,9 @@ class XlaMagics(Magics):
         __tracebackhide__ = True  # noqa: F841
         shell = self.shell
         session = session_mod.get()
-        count = shell.execution_count
+        _current_cell["was_xla"] = True
+        info = _current_cell["info"]
+        count = shell.execution_count - 1 if getattr(info, "store_history", False) else shell.execution_count
         filename = shell.compile.cache(cell, count)  # registers the source for tracebacks
         tree = ast.parse(cell, filename=filename)  # a SyntaxError surfaces before anything runs
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
@@ -64,6 +92,7 @@ class XlaMagics(Magics):
         if last is not None:
             expr = compile(ast.Expression(last.value), filename, "eval", flags=shell.compile.flags,
                            dont_inherit=True)
+        session.absorb_outside_work()  # e.g. silent executions since the last cell
         recorder = session.recorder(cell_id=_cell_id(shell, count), execution_count=count, source=cell,
                                     cell_file=filename, graph_name=_graph_name(args.name, count),
                                     track_lines=args.track_lines)
@@ -170,6 +199,9 @@ def _is_terminal(shell) -> bool:
 
 def _cell_id(shell, count) -> str:
     """JupyterLab sends the cell's id with each execute request; fall back to the execution count."""
+    info = _current_cell["info"]
+    if getattr(info, "cell_id", None):
+        return str(info.cell_id)
     try:
         parent = shell.kernel.get_parent()
         cell_id = (parent or {}).get("metadata", {}).get("cellId")

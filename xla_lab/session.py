@@ -7,6 +7,13 @@ from xla_lab.capture.dumps import DumpDirectory
 from xla_lab.capture.records import CellCapture
 from xla_lab.capture.recorder import CellRecorder
 from xla_lab.capture.store import ArtifactStore
+from xla_lab.capture.xla_logs import AppendedLog, parse_debug_log
+
+
+def _compile_blocks(text: str) -> str:
+    """Only the compile analyses (a plain loop can leave megabytes of execution analyses)."""
+    prefix = "Compilation Analysis: "
+    return "\n".join(line for line in text.splitlines() if line.startswith(prefix))
 
 
 class Session:
@@ -24,6 +31,21 @@ class Session:
 
     def add(self, capture: CellCapture) -> None:
         self.history.append(capture)
+
+    def absorb_outside_work(self) -> None:
+        """After a cell that was not ``%%xla``: keep the HLO of graphs it compiled (a later ``%%xla``
+        cell that hits them then shows their HLO), empty the logs, and delete the dump's other files."""
+        if not self.runtime.sync_log:
+            self.dumps.collect()
+            return
+        text = AppendedLog(self.runtime.debug_file).read_and_reset()
+        if self.runtime.ir_log:
+            AppendedLog(self.runtime.ir_file).read_and_reset()
+        compiles = [e for e in parse_debug_log(_compile_blocks(text)) if e.kind == "compile"]
+        modules = self.dumps.collect()
+        for event, module in zip(compiles, modules):
+            art = self.store.get_or_create(event.graph_hash, event.graph_name)
+            self.store.attach_module(art, module, None)
 
     def clear(self) -> None:
         self.history.clear()
