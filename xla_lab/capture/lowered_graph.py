@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from xla_lab.hlo.instructions import Instruction, entry_instructions
+from xla_lab.hlo.parser import HloModule, Instruction, parse_module
 
 HEADER = "IR (rebuilt from the HLO before optimization) {"
 
@@ -28,8 +28,10 @@ def _op(op_type: str) -> str:
     return f"{namespace}::{name}" if sep else op_type
 
 
-def ir_text_from_hlo(hlo_before: str) -> str:
-    entry = entry_instructions(hlo_before)
+def ir_nodes_from_module(module: HloModule) -> list[dict]:
+    """The lazy-IR nodes rebuilt from the entry computation: {id, op, shape, operands, location,
+    hlo (member instruction names), root (output index or None)}, operands before users."""
+    entry = module.entry.instructions
     roots = []
     for i in entry:
         if i.is_root:
@@ -58,24 +60,38 @@ def ir_text_from_hlo(hlo_before: str) -> str:
     number = {g: n for n, g in enumerate(order)}
     group_of = {ins.name: find(ins.name) for ins in instructions}
     root_index = {group_of[r]: idx for idx, r in enumerate(roots) if r in group_of}
-    lines = [HEADER]
+    nodes = []
     for g in order:
         members = groups[g]
         last = members[-1]
         names = {m.name for m in members}
-        operands = []
+        operands: list[int] = []
         for m in members:
             for o in m.operands:
                 if o in group_of and o not in names and number[group_of[o]] not in operands:
                     operands.append(number[group_of[o]])
-        op = _op(last.op_type) if last.op_type else f"xla::{last.opcode}"
-        line = f"  %{number[g]} = {last.shape} {op}({', '.join(f'%{o}' for o in operands)})"
         src = last.source
-        if src:
-            line += f", location={os.path.basename(src[0])}:{src[1]}"
-        line += f", hlo={','.join(m.name for m in members)}"
-        if g in root_index:
-            line += f", ROOT={root_index[g]}"
+        nodes.append({
+            "id": number[g],
+            "op": _op(last.op_type) if last.op_type else f"xla::{last.opcode}",
+            "shape": last.shape_text,
+            "operands": operands,
+            "location": f"{os.path.basename(src[0])}:{src[1]}" if src else None,
+            "hlo": [m.name for m in members],
+            "root": root_index.get(g),
+        })
+    return nodes
+
+
+def ir_text_from_hlo(hlo_before: str) -> str:
+    lines = [HEADER]
+    for n in ir_nodes_from_module(parse_module(hlo_before)):
+        line = f"  %{n['id']} = {n['shape']} {n['op']}({', '.join(f'%{o}' for o in n['operands'])})"
+        if n["location"]:
+            line += f", location={n['location']}"
+        line += f", hlo={','.join(n['hlo'])}"
+        if n["root"] is not None:
+            line += f", ROOT={n['root']}"
         lines.append(line)
     lines.append("}")
     return "\n".join(lines) + "\n"

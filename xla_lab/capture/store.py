@@ -7,7 +7,7 @@ steps shares one object. Later work adds an LRU cap here (long sessions).
 from __future__ import annotations
 
 from .dumps import CompiledModule
-from xla_lab.hlo.instructions import HloTextError
+from xla_lab.hlo.parser import HloParseError
 
 from .lowered_graph import ir_text_from_hlo
 from .records import GraphArtifacts
@@ -37,7 +37,7 @@ class ArtifactStore:
             try:
                 art.ir_text = ir_text_from_hlo(module.hlo_before)
                 art.ir_source = "hlo-before"
-            except HloTextError:
+            except HloParseError:
                 pass  # the HLO is still shown; only the rebuilt graph is missing
 
     def attach_ir(self, art: GraphArtifacts, ir_text: str) -> None:

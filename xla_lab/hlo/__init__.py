@@ -1,1 +1,1 @@
-"""Reading XLA's HLO text (the parser grows here; see instructions.py for what exists now)."""
+"""Reading XLA's HLO: the text parser, call stacks from the binary dump, and the analyses built on them."""
