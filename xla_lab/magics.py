@@ -10,6 +10,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from xla_lab import session as session_mod
+from xla_lab.capture.analysis import CellFiles
 from xla_lab.view.summary import SummaryView, to_text
 
 LINE_COMMANDS = ("status", "history", "show", "clear")
@@ -36,7 +37,9 @@ def after_cell(result=None) -> None:
     s = session_mod.current()
     if s is not None:
         try:
-            s.absorb_outside_work()
+            from IPython import get_ipython
+
+            s.absorb_outside_work(CellFiles.from_shell(get_ipython(), None, None))
         except Exception as exc:  # never disturb the user's cell for this
             print(f"xla_lab: could not read XLA's output after the cell: {exc}", file=sys.stderr)
 
@@ -92,10 +95,11 @@ class XlaMagics(Magics):
         if last is not None:
             expr = compile(ast.Expression(last.value), filename, "eval", flags=shell.compile.flags,
                            dont_inherit=True)
-        session.absorb_outside_work()  # e.g. silent executions since the last cell
+        session.absorb_outside_work(CellFiles.from_shell(shell, None, None))  # e.g. silent executions
         recorder = session.recorder(cell_id=_cell_id(shell, count), execution_count=count, source=cell,
                                     cell_file=filename, graph_name=_graph_name(args.name, count),
-                                    track_lines=args.track_lines)
+                                    track_lines=args.track_lines,
+                                    cells=CellFiles.from_shell(shell, filename, count))
         recorder.start()
         error: BaseException | None = None
         result = None

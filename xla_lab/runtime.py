@@ -161,8 +161,10 @@ def _set_debug_env(dump_dir: Path, debug_file: Path, ir_base: Path, set_by_us: b
             "XLA_FLAGS already had --xla_dump_to; xla_lab replaced it with its own directory "
             f"({dump_dir}) so it can read and clean the dump."
         )
-        flags = " ".join(f for f in flags.split() if not f.startswith(("--xla_dump_to", "--xla_dump_hlo_as_text")))
-    os.environ["XLA_FLAGS"] = f"{flags} --xla_dump_to={dump_dir} --xla_dump_hlo_as_text".strip()
+        flags = " ".join(f for f in flags.split() if not f.startswith(("--xla_dump_to", "--xla_dump_hlo_as_text", "--xla_dump_hlo_as_proto")))
+    # Text for people, proto for the Python call stack of every op (see hlo/proto_frames.py).
+    os.environ["XLA_FLAGS"] = (f"{flags} --xla_dump_to={dump_dir} --xla_dump_hlo_as_text "
+                               "--xla_dump_hlo_as_proto").strip()
     os.environ["PT_XLA_DEBUG_LEVEL"] = "2"
     os.environ["PT_XLA_DEBUG_FILE"] = str(debug_file)
     os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "32")

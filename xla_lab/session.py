@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from xla_lab import runtime
+from xla_lab.capture.analysis import CellFiles, analyze
 from xla_lab.capture.dumps import DumpDirectory
 from xla_lab.capture.records import CellCapture
 from xla_lab.capture.recorder import CellRecorder
@@ -24,15 +25,17 @@ class Session:
         self.history: list[CellCapture] = []
 
     def recorder(self, *, cell_id: str, execution_count: int | None, source: str,
-                 cell_file: str | None, graph_name: str | None, track_lines: str = "auto") -> CellRecorder:
+                 cell_file: str | None, graph_name: str | None, track_lines: str = "auto",
+                 cells: CellFiles | None = None) -> CellRecorder:
         return CellRecorder(self.runtime, self.store, self.dumps, cell_id=cell_id,
                             execution_count=execution_count, source=source, cell_file=cell_file,
-                            graph_name=graph_name, track_lines=track_lines)
+                            graph_name=graph_name, track_lines=track_lines, cells=cells,
+                            earlier=self.history)
 
     def add(self, capture: CellCapture) -> None:
         self.history.append(capture)
 
-    def absorb_outside_work(self) -> None:
+    def absorb_outside_work(self, cells: CellFiles | None = None) -> None:
         """After a cell that was not ``%%xla``: keep the HLO of graphs it compiled (a later ``%%xla``
         cell that hits them then shows their HLO), empty the logs, and delete the dump's other files."""
         if not self.runtime.sync_log:
@@ -46,6 +49,7 @@ class Session:
         for event, module in zip(compiles, modules):
             art = self.store.get_or_create(event.graph_hash, event.graph_name)
             self.store.attach_module(art, module, None)
+            analyze(art, module.proto_before, module.proto_after, cells or CellFiles())
 
     def clear(self) -> None:
         self.history.clear()

@@ -2,7 +2,8 @@
 
 XLA writes ``module_NNNN.<graph name>.<id>.<what>.txt`` for every compile once ``--xla_dump_to`` is
 set. The CPU compiler of XLA 2.9 also writes LLVM IR, MLIR and object files with no flag to stop it,
-so after each cell we read the four HLO text files of each new module and delete everything else.
+so after each cell we read the HLO text (and binary, for call stacks) of each new module and delete
+everything else.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ _NAME = re.compile(
     r"(?P<kind>before_optimizations\.txt"
     r"|\w+_after_optimizations\.txt"
     r"|\w+_after_optimizations-memory-usage-report\.txt"
-    r"|\w+_after_optimizations-buffer-assignment\.txt)$"
+    r"|\w+_after_optimizations-buffer-assignment\.txt"
+    r"|before_optimizations\.hlo\.pb"
+    r"|\w+_after_optimizations\.hlo\.pb)$"
 )
 _MODULE = re.compile(r"^module_(?P<num>\d+)\.")
 
@@ -29,6 +32,8 @@ class CompiledModule:
     hlo_after: str | None = None
     memory_report: str | None = None
     buffer_assignment: str | None = None
+    proto_before: bytes | None = None  # binary dumps: they alone carry each op's full Python stack
+    proto_after: bytes | None = None
 
     @property
     def label(self) -> str:
@@ -36,6 +41,10 @@ class CompiledModule:
 
 
 def _kind(kind: str) -> str:
+    if kind == "before_optimizations.hlo.pb":
+        return "proto_before"
+    if kind.endswith(".hlo.pb"):
+        return "proto_after"
     if kind == "before_optimizations.txt":
         return "hlo_before"
     if kind.endswith("memory-usage-report.txt"):
@@ -64,7 +73,9 @@ class DumpDirectory:
                 if num in self._seen:
                     continue
                 mod = modules.setdefault(num, CompiledModule(num, m["name"]))
-                setattr(mod, _kind(m["kind"]), entry.read_text(errors="replace"))
+                attr = _kind(m["kind"])
+                value = entry.read_bytes() if attr.startswith("proto") else entry.read_text(errors="replace")
+                setattr(mod, attr, value)
         self._seen.update(modules)
         self.prune()
         return [modules[n] for n in sorted(modules)]

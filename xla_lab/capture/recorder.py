@@ -21,7 +21,10 @@ import time
 from dataclasses import dataclass
 
 from .dumps import DumpDirectory
+from .analysis import CellFiles, analyze
 from .metrics import NOT_FALLBACKS, MetricsDelta, MetricsSnapshot, Sample
+from xla_lab.hlo.recompile import explain
+
 from .records import TIMING_KEYS, CellCapture, StepRecord
 from .store import ArtifactStore
 from .xla_logs import AppendedLog, Frame, SyncEvent, parse_debug_log, parse_ir_log
@@ -152,9 +155,12 @@ class CellRecorder:
 
     def __init__(self, runtime, store: ArtifactStore, dumps: DumpDirectory, *, cell_id: str,
                  execution_count: int | None, source: str, cell_file: str | None,
-                 graph_name: str | None, track_lines: str = "auto"):
+                 graph_name: str | None, track_lines: str = "auto", cells: CellFiles | None = None,
+                 earlier: list[CellCapture] | None = None):
         self.runtime = runtime
         self.store = store
+        self.cells = cells or CellFiles({cell_file: execution_count} if cell_file else {})
+        self.earlier = earlier or []  # captures of earlier cell runs, oldest first
         self.dumps = dumps
         self.capture = CellCapture(cell_id=cell_id, execution_count=execution_count, source=source,
                                    started_at=time.time(), graph_name=graph_name)
@@ -244,6 +250,7 @@ class CellRecorder:
             )
         if executions:
             self._steps_from_events(events, irs, modules)
+            self._explain_recompiles()
         else:
             self._steps_from_metrics(delta)
         self._assign_timings(delta)
@@ -281,6 +288,8 @@ class CellRecorder:
                 module = module_queue.pop(0) if module_queue else None
                 if module is not None:
                     self.store.attach_module(artifacts, module, self.capture.execution_count)
+                    self.capture.notes.extend(
+                        analyze(artifacts, module.proto_before, module.proto_after, self.cells))
                 elif self.runtime.hlo_dump:
                     self.capture.notes.append(f"no XLA dump was found for the compile of {ev.graph_hash}")
             is_explicit = any(f.function == HOOK_FUNCTION for f in ev.frames)
@@ -293,6 +302,43 @@ class CellRecorder:
             ))
             self._explicit_of_step.append(record)
         self.capture.steps = steps
+
+    def _explain_recompiles(self) -> None:
+        """For each miss, compare with the nearest earlier graph of this cell: an earlier step of this
+        run synced at the same place, else the same step of the cell's previous run."""
+        steps = self.capture.steps
+        previous_runs = [c for c in reversed(self.earlier) if c.cell_id == self.capture.cell_id]
+        for step in steps:
+            if step.cache != "miss":
+                continue
+            baseline = None
+            for other in reversed(steps[:step.index]):
+                if (other.sync_line, other.sync_cause) == (step.sync_line, step.sync_cause) \
+                        and other.graph_hash != step.graph_hash:
+                    baseline = other
+                    break
+            for run in previous_runs:
+                if baseline is not None:
+                    break
+                same_slot = [s for s in run.steps if s.index == step.index]
+                same_site = [s for s in run.steps if (s.sync_line, s.sync_cause) == (step.sync_line, step.sync_cause)]
+                for candidate in same_slot + same_site:
+                    if candidate.graph_hash != step.graph_hash:
+                        baseline = candidate
+                        break
+            new = step.artifacts.signature if step.artifacts else None
+            old = baseline.artifacts.signature if baseline is not None and baseline.artifacts else None
+            split = None
+            if step.sync_cause.startswith("implicit"):
+                where = f" at line {step.sync_line}" if step.sync_line else ""
+                split = f"the step was cut mid-way{where} ({step.sync_cause.removeprefix('implicit: ')}): " \
+                        "the graph ends there and the rest of the step is another graph"
+            if new is None:
+                step.recompile_reason = split or "no HLO was captured for this compile, so it cannot be compared"
+            elif baseline is not None and old is None:
+                step.recompile_reason = split or "the earlier graph of this cell has no captured HLO to compare with"
+            else:
+                step.recompile_reason = explain(new, old, split_by=split)
 
     def _steps_from_metrics(self, delta: MetricsDelta) -> None:
         """Degraded mode (no sync log): one step per execution sample; a compile that ended before

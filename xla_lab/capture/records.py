@@ -35,6 +35,10 @@ class GraphArtifacts:
     buffer_assignment: str | None = None
     dump_module: str | None = None  # e.g. "module_0007": which XLA dump the HLO came from
     compiled_in: int | None = None  # execution count of the cell whose run compiled it
+    # Analysis of the compile (xla_lab.capture.analysis), once per graph:
+    fusions: list[dict] | None = None  # kernels of the optimized module (hlo/fusion_map.py Kernel)
+    memory: dict | None = None  # peak / parameter / output / temp bytes, largest buffers
+    signature: dict | None = None  # inputs, baked constants, ops, outputs: what recompiles compare
 
     @property
     def ir_nodes(self) -> int | None:
@@ -74,6 +78,7 @@ class StepRecord:
     sync_code: str | None = None  # the text of that line
     timings: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(TIMING_KEYS))
     fallback_ops: dict[str, int] = field(default_factory=dict)
+    recompile_reason: str | None = None  # for cache misses: what changed from the nearest earlier graph
     artifacts: GraphArtifacts | None = field(default=None, repr=False)
 
     # Heavy text is read through the shared per-hash artifacts.
@@ -96,6 +101,14 @@ class StepRecord:
     @property
     def hlo_after(self) -> str | None:
         return self.artifacts.hlo_after if self.artifacts else None
+
+    @property
+    def fusions(self) -> list[dict] | None:
+        return self.artifacts.fusions if self.artifacts else None
+
+    @property
+    def memory(self) -> dict | None:
+        return self.artifacts.memory if self.artifacts else None
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if k != "artifacts"}

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from xla_lab.capture.records import CellCapture, StepRecord
 
+from .details import kernel_rows, main_step, memory_line, recompile_lines
+
 MAX_ROWS = 12
 
 
@@ -80,10 +82,6 @@ def summary_rows(c: CellCapture) -> list[StepRow]:
 
 def notes(c: CellCapture) -> list[str]:
     out = []
-    misses = [s for s in c.steps if s.cache == "miss"]
-    if len(misses) > 1 or (misses and misses[0].index > 0):
-        where = ", ".join(f"step {s.index}" + (f" (line {s.sync_line})" if s.sync_line else "") for s in misses)
-        out.append(f"compiled {len(misses)} graphs: {where}")
     if c.fallback_ops:
         ops = ", ".join(f"aten::{op} x{n}" for op, n in sorted(c.fallback_ops.items()))
         out.append(f"CPU fallbacks (ops XLA could not lower, run on the host): {ops}")
@@ -105,6 +103,15 @@ def to_text(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
                          f"  {r.cause}{where}")
         if max_rows is not None and len(rows) > max_rows:
             lines.append(f"  ... {len(rows) - max_rows} more rows (%xla show for all)")
+    for r in recompile_lines(c):
+        lines.append(f"  {r}")
+    step = main_step(c)
+    if step is not None and step.fusions:
+        lines.append(f"  kernels of step {step.index}'s graph ({len(step.fusions)}, by flops):")
+        for k in kernel_rows(step, top=max_rows and 6):
+            lines.append(f"    {k.name:<24} {k.kind:<12} {k.flops:>12} {k.bytes:>10}  {k.ops}  {k.lines}")
+    if step is not None and memory_line(step):
+        lines.append(f"  memory of step {step.index}'s graph: {memory_line(step)}")
     for n in notes(c):
         lines.append(f"  note: {n}")
     return "\n".join(lines)
@@ -140,6 +147,19 @@ def to_html(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
         parts.append("</table>")
         if max_rows is not None and len(rows) > max_rows:
             parts.append(f"<div>... {len(rows) - max_rows} more rows (<code>%xla show</code> for all)</div>")
+    for r in recompile_lines(c):
+        parts.append(f"<div class=\"miss\">{e(r)}</div>")
+    step = main_step(c)
+    if step is not None and step.fusions:
+        parts.append(f"<div>kernels of step {step.index}'s graph ({len(step.fusions)}, by flops):</div>"
+                     "<table><tr><th>kernel</th><th>kind</th><th>flops</th><th>bytes</th><th>aten ops</th>"
+                     "<th>lines</th></tr>")
+        for k in kernel_rows(step, top=max_rows and 6):
+            parts.append(f"<tr><td><code>{e(k.name)}</code></td><td>{e(k.kind)}</td><td>{e(k.flops)}</td>"
+                         f"<td>{e(k.bytes)}</td><td>{e(k.ops)}</td><td><code>{e(k.lines)}</code></td></tr>")
+        parts.append("</table>")
+    if step is not None and memory_line(step):
+        parts.append(f"<div>memory of step {step.index}'s graph: {e(memory_line(step))}</div>")
     for n in notes(c):
         parts.append(f"<div>note: {e(n)}</div>")
     parts.append("</div>")
@@ -160,6 +180,17 @@ def to_rich(c: CellCapture, max_rows: int | None = MAX_ROWS):
         table.add_row(Text(r.steps), Text(r.cache, style=style), Text(_fmt_s(r.compile_s)),
                       Text(_fmt_s(r.execute_s)), Text(_fmt_s(r.trace_s)), Text(r.cause), Text(r.line))
     items = [Text(headline(c), style="bold"), Text(totals_line(c)), table]
+    items.extend(Text(r, style="yellow") for r in recompile_lines(c))
+    step = main_step(c)
+    if step is not None and step.fusions:
+        kernels = Table(title=f"kernels of step {step.index}'s graph", show_edge=False, box=None, title_justify="left")
+        for col in ("kernel", "kind", "flops", "bytes", "aten ops", "lines"):
+            kernels.add_column(col, justify="right" if col in ("flops", "bytes") else "left")
+        for k in kernel_rows(step, top=max_rows and 6):
+            kernels.add_row(Text(k.name), Text(k.kind), Text(k.flops), Text(k.bytes), Text(k.ops), Text(k.lines))
+        items.append(kernels)
+    if step is not None and memory_line(step):
+        items.append(Text(f"memory of step {step.index}'s graph: {memory_line(step)}"))
     items.extend(Text("note: " + n, style="dim") for n in notes(c))
     return Group(*items)
 

@@ -1,0 +1,175 @@
+"""The kernels of an optimized module: what XLA fused together, from which aten ops and lines.
+
+A kernel is a fusion, or an op XLA left unfused that does real work (dot, convolution, collectives,
+custom calls, sorts, reductions...). Kernels live in the entry computation and in computations run by
+control flow (while bodies, conditional branches, calls), not in fused or reducer computations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from .cost import instruction_flops, kernel_bytes
+from .parser import Computation, HloModule, Instruction
+
+CONTAINERS = {"while", "conditional", "call", "async-start", "async-done"}
+NOT_KERNELS = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
+               "partition-id", "replica-id", "opt-barrier", "add-dependency"} | CONTAINERS
+COLLECTIVES = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+               "all-reduce-start", "all-gather-start", "collective-permute-start"}
+
+
+@dataclass
+class Kernel:
+    name: str
+    kind: str  # fusion kind ("kLoop", "kInput", "kOutput", ...) or the opcode of an unfused op
+    computation: str
+    members: list[str]
+    aten_ops: list[str]
+    lines: list[dict]  # [{"cell": exec count | None, "line": int, "code": str | None}]
+    sources: list[str]  # innermost Python frames ("linear.py:134"), for ops not written in a cell
+    shape: str
+    flops: int
+    bytes: int
+    collective: bool = False
+    lines_inferred: bool = False  # no op of the kernel had a Python stack (autograd's backward ops
+    # run outside Python): its lines are those of the nearest producers of its inputs that do
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class FusionMap:
+    kernels: list[Kernel] = field(default_factory=list)
+
+    def by_line(self) -> dict[tuple, list[str]]:
+        """(cell, line) -> names of the kernels that line feeds."""
+        out: dict[tuple, list[str]] = {}
+        for k in self.kernels:
+            for ln in k.lines:
+                out.setdefault((ln.get("cell"), ln["line"]), []).append(k.name)
+        return out
+
+    def mapped_share(self) -> float:
+        """Share of kernels that map to at least one source line (cell line or library frame)."""
+        if not self.kernels:
+            return 1.0
+        return sum(1 for k in self.kernels if k.lines or k.sources) / len(self.kernels)
+
+
+def scheduled_computations(module: HloModule) -> list[Computation]:
+    """The entry computation and those it runs through control flow (not fused / reducer bodies)."""
+    out, seen, todo = [], set(), [module.entry]
+    while todo:
+        comp = todo.pop()
+        if comp.name in seen:
+            continue
+        seen.add(comp.name)
+        out.append(comp)
+        for ins in comp.instructions:
+            if ins.opcode in CONTAINERS:
+                todo.extend(module.computations[c] for c in ins.called if c in module.computations)
+    return out
+
+
+def _members(ins: Instruction, module: HloModule) -> list[Instruction]:
+    if ins.opcode != "fusion":
+        return [ins]
+    out = []
+    for name in ins.called:
+        comp = module.computations.get(name)
+        if comp is None:
+            continue
+        for m in comp.instructions:
+            if m.opcode == "parameter":
+                continue
+            out.extend(_members(m, module) if m.opcode == "fusion" else [m])
+    return out
+
+
+def build_fusion_map(module: HloModule, lines_of: Callable[[str], list[dict]],
+                     source_of: Callable[[Instruction], str | None]) -> FusionMap:
+    """``lines_of(instruction name)`` -> cell lines of that op's call stack;
+    ``source_of(instruction)`` -> its innermost Python frame as "file.py:LINE"."""
+    fmap = FusionMap()
+    for comp in scheduled_computations(module):
+        for ins in comp.instructions:
+            if ins.opcode in NOT_KERNELS:
+                continue
+            members = _members(ins, module)
+            with_metadata = [m for m in members if m.op_type] or _inherited(ins, comp)
+            aten = sorted({_aten(m.op_type) for m in with_metadata if m.op_type})
+            lines: dict[tuple, dict] = {}
+            sources: dict[str, None] = {}
+            for m in with_metadata:
+                for ln in lines_of(m.name):
+                    lines.setdefault((ln.get("cell"), ln["line"]), ln)
+                src = source_of(m)
+                if src:
+                    sources[src] = None
+            fmap.kernels.append(Kernel(
+                name=ins.name, kind=ins.fusion_kind or ins.opcode, computation=comp.name,
+                members=[m.name for m in members], aten_ops=aten,
+                lines=sorted(lines.values(), key=lambda d: (d.get("cell") or 0, d["line"])),
+                sources=list(sources)[:8], shape=str(ins.shape),
+                flops=instruction_flops(ins, module, comp), bytes=kernel_bytes(ins, comp),
+                collective=ins.opcode in COLLECTIVES,
+            ))
+    _infer_missing_lines(module, fmap, lines_of)
+    return fmap
+
+
+def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, depth: int = 6) -> None:
+    """Backward ops have no Python stack; credit them to the lines that produced their inputs (the
+    forward activations and weights they differentiate), breadth first through the data flow."""
+    by_kernel = {k.name: k for k in fmap.kernels}
+    for k in fmap.kernels:
+        if k.lines:
+            continue
+        comp = module.computations.get(k.computation)
+        if comp is None:
+            continue
+        frontier, seen, found = list(comp.by_name[k.name].operands), {k.name}, {}
+        for _ in range(depth):
+            nxt = []
+            for name in frontier:
+                if name in seen or name not in comp.by_name:
+                    continue
+                seen.add(name)
+                producer = by_kernel.get(name)
+                lines = producer.lines if producer is not None else lines_of(name)
+                if lines:
+                    for ln in lines:
+                        found.setdefault((ln.get("cell"), ln["line"]), ln)
+                else:
+                    nxt.extend(comp.by_name[name].operands)
+            if found:
+                break
+            frontier = nxt
+        if found:
+            k.lines = sorted(found.values(), key=lambda d: (d.get("cell") or 0, d["line"]))
+            k.lines_inferred = True
+
+
+def _inherited(ins: Instruction, comp: Computation) -> list[Instruction]:
+    """Ops XLA inserted (copies for aliasing, layout changes) carry no metadata: credit them to the
+    nearest operands that do."""
+    seen, frontier = set(), list(ins.operands)
+    for _ in range(4):
+        found = [comp.by_name[o] for o in frontier if o in comp.by_name and comp.by_name[o].op_type]
+        if found:
+            return found
+        nxt = []
+        for o in frontier:
+            if o in comp.by_name and o not in seen:
+                seen.add(o)
+                nxt.extend(comp.by_name[o].operands)
+        frontier = nxt
+    return []
+
+
+def _aten(op_type: str) -> str:
+    ns, sep, name = op_type.partition("__")
+    return f"{ns}::{name}" if sep else op_type

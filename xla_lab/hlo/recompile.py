@@ -1,0 +1,111 @@
+"""Why a step missed the compile cache: compare its graph with the nearest earlier graph.
+
+Works on graph signatures (``graph_signature``): the entry parameters, the scalar constants baked into
+the graph, the traced ops in order, and the outputs, each with the cell line that made it. torch_xla's
+own debug output only says where a sync happened; this says what changed.
+"""
+
+from __future__ import annotations
+
+from .parser import HloModule
+from .shapes import parse_shape
+
+
+def graph_signature(module: HloModule, nodes: list[dict], line_of) -> dict:
+    """``nodes``: the rebuilt lazy-IR nodes ({op, shape, line}); ``line_of(instruction name)`` -> the
+    first cell line of its stack as a dict, or None."""
+    entry = module.entry
+    params = [{"index": n, "shape": str(p.shape), "where": _where(p, line_of)}
+              for n, p in enumerate(entry.parameters)]
+    constants = [{"value": ins.literal, "shape": str(ins.shape), "op": _aten(ins.op_type),
+                  "where": _where(ins, line_of)}
+                 for ins in entry.instructions
+                 if ins.opcode == "constant" and not ins.shape.is_tuple and ins.shape.elements <= 1]
+    root = entry.root
+    outputs = [str(s) for s in root.shape.leaves()] if root.shape.is_tuple else [str(root.shape)]
+    return {"params": params, "constants": constants, "nodes": nodes, "outputs": outputs}
+
+
+def _where(ins, line_of) -> str | None:
+    ln = line_of(ins.name)
+    if ln:
+        return describe_line(ln)
+    if ins.source:
+        file, line = ins.source
+        return f"{file.rsplit('/', 1)[-1]}:{line}"
+    return None
+
+
+def describe_line(ln: dict) -> str:
+    cell = ln.get("cell")
+    where = f"line {ln['line']}" if cell is None else f"cell [{cell}] line {ln['line']}"
+    return where + (f" ({ln['code']})" if ln.get("code") else "")
+
+
+def _aten(op_type: str | None) -> str | None:
+    if not op_type:
+        return None
+    ns, sep, name = op_type.partition("__")
+    return f"{ns}::{name}" if sep else op_type
+
+
+def _at(where: str | None) -> str:
+    return f" at {where}" if where else ""
+
+
+def explain(new: dict, old: dict | None, *, split_by: str | None = None) -> str:
+    """One sentence (or two) on why ``new`` is a different graph from ``old``."""
+    parts = []
+    if split_by:
+        parts.append(split_by)
+    if old is None:
+        parts.append("first compile of this cell: no earlier graph of it to compare with")
+        return "; ".join(parts)
+    p_new, p_old = new["params"], old["params"]
+    if len(p_new) == len(p_old):
+        for a, b in zip(p_new, p_old):
+            if a["shape"] != b["shape"]:
+                sa, sb = parse_shape(a["shape"]), parse_shape(b["shape"])
+                what = "dtype" if sa.dims == sb.dims and sa.dtype != sb.dtype else "shape"
+                parts.append(f"input {a['index']} changed {what}: {b['shape']} -> {a['shape']}{_at(a['where'])}")
+                return "; ".join(parts)
+    else:
+        extra = [p for p in p_new[len(p_old):]] if len(p_new) > len(p_old) else []
+        hint = ""
+        if extra:
+            wheres = list(dict.fromkeys(p["where"] for p in extra if p["where"]))[:3]
+            hint = f" (new inputs from {', '.join(wheres)})" if wheres else ""
+        parts.append(
+            f"the graph takes {len(p_new)} inputs instead of {len(p_old)}{hint}: tensors that earlier "
+            "steps created, such as optimizer state made on the first step, are now inputs"
+            if len(p_new) > len(p_old) else
+            f"the graph takes {len(p_new)} inputs instead of {len(p_old)}")
+        return "; ".join(parts)
+    if len(new["outputs"]) != len(old["outputs"]):
+        parts.append(f"the set of outputs changed: {len(new['outputs'])} outputs instead of {len(old['outputs'])}")
+        return "; ".join(parts)
+    c_new, c_old = new["constants"], old["constants"]
+    if len(c_new) == len(c_old):
+        for a, b in zip(c_new, c_old):
+            if a["value"] != b["value"] and a["shape"] == b["shape"]:
+                op = f" ({a['op']})" if a.get("op") else ""
+                parts.append(f"a Python scalar baked into the graph changed: {b['value']} -> {a['value']}{op}"
+                             f"{_at(a['where'])}")
+                return "; ".join(parts)
+    n_new, n_old = new["nodes"], old["nodes"]
+    for i, (a, b) in enumerate(zip(n_new, n_old)):
+        if (a["op"], a["shape"]) != (b["op"], b["shape"]):
+            parts.append(f"the traced ops changed at node {i}: {a['op']} {a['shape']}{_at(a.get('where'))} "
+                         f"where the earlier graph had {b['op']} {b['shape']}{_at(b.get('where'))}")
+            return "; ".join(parts)
+    if len(n_new) != len(n_old):
+        longer, shorter = (n_new, n_old) if len(n_new) > len(n_old) else (n_old, n_new)
+        first = longer[len(shorter)]
+        verb = "adds" if longer is n_new else "drops"
+        parts.append(f"the traced ops changed: this graph {verb} {len(longer) - len(shorter)} ops from node "
+                     f"{len(shorter)} on ({first['op']}{_at(first.get('where'))})")
+        return "; ".join(parts)
+    if not split_by:
+        parts.append("same inputs, constants and ops as the earlier graph; the hash differs in how "
+                     "inputs are passed (buffer donation, sharding or compile options)")
+    return "; ".join(parts)

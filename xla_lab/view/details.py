@@ -1,0 +1,86 @@
+"""Rows for what the analysis found: recompile reasons, the kernels of a graph, its memory."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from xla_lab.capture.records import CellCapture, StepRecord
+
+
+@dataclass
+class KernelRow:
+    name: str
+    kind: str
+    flops: str
+    bytes: str
+    ops: str
+    lines: str
+
+
+def fmt_count(n: float, unit: str) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.1f} {prefix}{unit}"
+    return f"{int(n)} {unit}"
+
+
+def fmt_bytes(n: float) -> str:
+    for scale, prefix in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.1f} {prefix}"
+    return f"{int(n)} B"
+
+
+def fmt_lines(lines: list[dict], limit: int = 4) -> str:
+    out = []
+    for ln in lines[:limit]:
+        cell = ln.get("cell")
+        out.append(f"[{cell}]:{ln['line']}" if cell is not None else f"{ln.get('file', '')}:{ln['line']}")
+    if len(lines) > limit:
+        out.append(f"+{len(lines) - limit}")
+    return " ".join(out)
+
+
+def main_step(c: CellCapture) -> StepRecord | None:
+    """The step whose graph the cell ran most (its steady state); ties go to the later one."""
+    if not c.steps:
+        return None
+    counts = Counter(s.graph_hash for s in c.steps)
+    best = max(counts.values())
+    return [s for s in c.steps if counts[s.graph_hash] == best][-1]
+
+
+def recompile_lines(c: CellCapture) -> list[str]:
+    return [f"step {s.index} compiled: {s.recompile_reason}" for s in c.steps
+            if s.cache == "miss" and s.recompile_reason]
+
+
+def kernel_rows(step: StepRecord, top: int | None = 6) -> list[KernelRow]:
+    kernels = sorted(step.fusions or [], key=lambda k: (-k["flops"], -k["bytes"], k["name"]))
+    rows = []
+    for k in kernels[:top]:
+        ops = ", ".join(op.removeprefix("aten::") for op in k["aten_ops"][:4])
+        if len(k["aten_ops"]) > 4:
+            ops += f" +{len(k['aten_ops']) - 4}"
+        lines = fmt_lines(k["lines"]) or ", ".join(k["sources"][:2])
+        rows.append(KernelRow(k["name"], k["kind"], fmt_count(k["flops"], "FLOP"), fmt_bytes(k["bytes"]),
+                              ops, lines))
+    return rows
+
+
+def memory_line(step: StepRecord) -> str | None:
+    m = step.memory
+    if not m or "peak_bytes" not in m:
+        return None
+    text = (f"peak {fmt_bytes(m['peak_bytes'])} | parameters {fmt_bytes(m.get('parameter_bytes', 0))} | "
+            f"outputs {fmt_bytes(m.get('output_bytes', 0))} | temporaries {fmt_bytes(m.get('temp_bytes', 0))}")
+    largest = (m.get("largest") or [None])[0]
+    if largest:
+        where = ""
+        src = largest.get("source")
+        if src:
+            where = f", [{src['cell']}]:{src['line']}" if src.get("cell") is not None else \
+                f", {src.get('file', '')}:{src['line']}"
+        text += f" | largest {fmt_bytes(largest['bytes'])} {largest['kind']} ({largest['instruction']}{where})"
+    return text
