@@ -201,3 +201,16 @@ for _ in range(2):
         mapped = [k for k in kernels if k["lines"]]
         assert len(mapped) / len(kernels) >= 0.95, [k["name"] for k in kernels if not k["lines"]][:20]
         assert any("aten::softmax" in k["aten_ops"] or "aten::_softmax" in k["aten_ops"] for k in kernels)
+
+
+def test_ir_node_to_hlo_index(mlp_capture):
+    from xla_lab.hlo.parser import parse_module
+
+    art = mlp_capture.steps[-1].artifacts
+    index = art.ir_to_hlo()
+    assert len(index) == art.ir_nodes
+    before = parse_module(art.hlo_before)
+    names = {i.name for i in before.entry.instructions}
+    assert all(set(v) <= names for v in index.values())
+    gelu_nodes = [n for n, line in enumerate(art.ir_text.splitlines()[1:-1]) if "aten::gelu(" in line]
+    assert gelu_nodes and all(before.instruction(h).op_type == "aten__gelu" for h in index[gelu_nodes[0]])

@@ -7,6 +7,7 @@ the first frame in a notebook cell gives the *cell line* shown to the user (``{"
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 
@@ -48,48 +49,83 @@ class CellFiles:
 
 def analyze(art: GraphArtifacts, proto_before: bytes | None, proto_after: bytes | None,
             cells: CellFiles) -> list[str]:
-    """Fill ``art.fusions``, ``art.memory``, ``art.signature``. Returns problems worth a note."""
+    """Fill ``art.fusions``, ``art.memory``, ``art.signature``. Returns problems worth a note.
+
+    Call stacks are read from the pre-optimization proto only (small; the optimized one of a large
+    model is 10x bigger and slow to decode in Python). Optimized instructions keep their op's
+    metadata, so they are matched back to the pre-optimization ops with the same aten op, innermost
+    frame and dimensions; where several such ops came from different cell lines, the kernel lists
+    them all. ``proto_after`` is accepted for callers that have it but not needed.
+    """
+    del proto_after
     problems: list[str] = []
     after = _parse(art.hlo_after, "optimized HLO", problems)
     before = _parse(art.hlo_before, "HLO before optimization", problems)
-    stacks_after = _stacks(proto_after, problems)
     stacks_before = _stacks(proto_before, problems)
 
-    def lines_of(stacks):
-        def f(name: str) -> list[dict]:
-            ln = cells.line(stacks.get(name, []))
-            return [ln] if ln else []
-        return f
-
-    def first_line(stacks):
-        def f(name: str) -> dict | None:
-            return cells.line(stacks.get(name, []))
-        return f
-
-    def innermost(ins) -> str | None:
-        if ins.source:
-            file, line = ins.source
-            return f"{os.path.basename(file)}:{line}"
-        return None
+    def first_line(name: str) -> dict | None:
+        return cells.line(stacks_before.get(name, []))
 
     if after is not None:
-        fmap = build_fusion_map(after, lines_of(stacks_after), innermost)
+        lines_by_key = _lines_by_key(before, stacks_before, cells) if before is not None else {}
+
+        def lines_of(name: str) -> list[dict]:
+            try:
+                ins = after.instruction(name)
+            except KeyError:
+                return []
+            key = _key(ins)
+            if key is None:
+                return []
+            # XLA may reshape an op while optimizing: fall back to matching without dimensions.
+            return lines_by_key.get(key) or lines_by_key.get(key[:3], [])
+
+        fmap = build_fusion_map(after, lines_of, _innermost)
         art.fusions = [k.to_dict() for k in fmap.kernels]
         art.memory = memory_summary(art.memory_report, art.buffer_assignment,
-                                    source_of=lambda name: _source(after, name, stacks_after, cells))
+                                    source_of=lambda name: _source(after, name, lines_of))
     if before is not None:
         nodes = ir_nodes_from_module(before)
-        line = first_line(stacks_before)
         for n in nodes:
             where = None
             for member in n["hlo"]:
-                where = line(member)
+                where = first_line(member)
                 if where:
                     break
             n["where"] = _describe(where) if where else n.get("location")
         art.signature = graph_signature(
-            before, [{"op": n["op"], "shape": n["shape"], "where": n["where"]} for n in nodes], line)
+            before, [{"op": n["op"], "shape": n["shape"], "where": n["where"]} for n in nodes], first_line)
     return problems
+
+
+def _key(ins) -> tuple | None:
+    md = ins.metadata
+    if not md.get("op_type"):
+        return None
+    return md.get("op_type"), md.get("source_file"), md.get("source_line"), ins.shape.dims
+
+
+def _lines_by_key(before: HloModule, stacks: dict[str, list[PyFrame]], cells: CellFiles) -> dict:
+    out: dict[tuple, dict[tuple, dict]] = {}
+    for ins in before.instructions():
+        key = _key(ins)
+        if key is None:
+            continue
+        ln = cells.line(stacks.get(ins.name, []))
+        for k in (key, key[:3]):
+            bucket = out.setdefault(k, {})
+            if ln:
+                bucket.setdefault((ln["cell"], ln["line"]), ln)
+    return {k: sorted(v.values(), key=lambda d: (d.get("cell") or 0, d["line"])) for k, v in out.items()}
+
+
+def _innermost(ins) -> str | None:
+    return _short(ins.source) if ins.source else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _short(source: tuple[str, int]) -> str:
+    return f"{os.path.basename(source[0])}:{source[1]}"
 
 
 def _describe(ln: dict) -> str:
@@ -98,10 +134,10 @@ def _describe(ln: dict) -> str:
     return describe_line(ln)
 
 
-def _source(module: HloModule, name: str, stacks, cells: CellFiles) -> dict | None:
-    ln = cells.line(stacks.get(name, []))
-    if ln:
-        return ln
+def _source(module: HloModule, name: str, lines_of) -> dict | None:
+    lines = lines_of(name)
+    if lines:
+        return lines[0]
     try:
         ins = module.instruction(name)
     except KeyError:

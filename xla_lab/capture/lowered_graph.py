@@ -10,6 +10,7 @@ lazy-IR op lowers to a few HLO instructions that carry the same ``op_type`` and 
 from __future__ import annotations
 
 import os
+import re
 
 from xla_lab.hlo.parser import HloModule, Instruction, parse_module
 
@@ -65,17 +66,17 @@ def ir_nodes_from_module(module: HloModule) -> list[dict]:
         members = groups[g]
         last = members[-1]
         names = {m.name for m in members}
-        operands: list[int] = []
+        operands: dict[int, None] = {}  # ordered set
         for m in members:
             for o in m.operands:
-                if o in group_of and o not in names and number[group_of[o]] not in operands:
-                    operands.append(number[group_of[o]])
+                if o in group_of and o not in names:
+                    operands.setdefault(number[group_of[o]], None)
         src = last.source
         nodes.append({
             "id": number[g],
             "op": _op(last.op_type) if last.op_type else f"xla::{last.opcode}",
             "shape": last.shape_text,
-            "operands": operands,
+            "operands": list(operands),
             "location": f"{os.path.basename(src[0])}:{src[1]}" if src else None,
             "hlo": [m.name for m in members],
             "root": root_index.get(g),
@@ -95,3 +96,16 @@ def ir_text_from_hlo(hlo_before: str) -> str:
         lines.append(line)
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+_NODE_HLO = re.compile(r"^\s*%(\d+) = .*?, hlo=([\w.\-,]+)")
+
+
+def hlo_index_from_ir_text(ir_text: str) -> dict[int, list[str]]:
+    """IR node id -> the pre-optimization HLO instructions it lowered to (rebuilt graphs only)."""
+    out = {}
+    for line in ir_text.splitlines():
+        m = _NODE_HLO.match(line)
+        if m:
+            out[int(m[1])] = m[2].split(",")
+    return out

@@ -56,6 +56,14 @@ class GraphArtifacts:
 
         return ir_text_to_dot(self.ir_text, name=self.graph_name or "graph")
 
+    def ir_to_hlo(self) -> dict[int, list[str]]:
+        """IR node id -> pre-optimization HLO instruction names (for graphs rebuilt from HLO)."""
+        if self.ir_text is None or self.ir_source != "hlo-before":
+            return {}
+        from .lowered_graph import hlo_index_from_ir_text
+
+        return hlo_index_from_ir_text(self.ir_text)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -7,7 +7,7 @@ control flow (while bodies, conditional branches, calls), not in fused or reduce
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 from .cost import instruction_flops, kernel_bytes
@@ -37,7 +37,8 @@ class Kernel:
     # run outside Python): its lines are those of the nearest producers of its inputs that do
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # (not dataclasses.asdict: it deep-copies, and a big model has thousands of kernels)
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
 @dataclass
@@ -61,16 +62,22 @@ class FusionMap:
 
 def scheduled_computations(module: HloModule) -> list[Computation]:
     """The entry computation and those it runs through control flow (not fused / reducer bodies)."""
-    out, seen, todo = [], set(), [module.entry]
+    return list(_callers_of_scheduled(module))
+
+
+def _callers_of_scheduled(module: HloModule) -> dict[str, tuple[Instruction, Computation] | None]:
+    """Scheduled computation name -> (the instruction that runs it, its computation), None for entry.
+    (XLA's CPU backend wraps ops it splits across threads in ``call`` computations of their own.)"""
+    out: dict[str, tuple[Instruction, Computation] | None] = {}
+    todo: list[tuple[Computation, tuple[Instruction, Computation] | None]] = [(module.entry, None)]
     while todo:
-        comp = todo.pop()
-        if comp.name in seen:
+        comp, caller = todo.pop()
+        if comp.name in out:
             continue
-        seen.add(comp.name)
-        out.append(comp)
+        out[comp.name] = caller
         for ins in comp.instructions:
             if ins.opcode in CONTAINERS:
-                todo.extend(module.computations[c] for c in ins.called if c in module.computations)
+                todo.extend((module.computations[c], (ins, comp)) for c in ins.called if c in module.computations)
     return out
 
 
@@ -94,12 +101,16 @@ def build_fusion_map(module: HloModule, lines_of: Callable[[str], list[dict]],
     """``lines_of(instruction name)`` -> cell lines of that op's call stack;
     ``source_of(instruction)`` -> its innermost Python frame as "file.py:LINE"."""
     fmap = FusionMap()
-    for comp in scheduled_computations(module):
+    callers = _callers_of_scheduled(module)
+    for comp_name, caller in callers.items():
+        comp = module.computations[comp_name]
         for ins in comp.instructions:
             if ins.opcode in NOT_KERNELS:
                 continue
             members = _members(ins, module)
             with_metadata = [m for m in members if m.op_type] or _inherited(ins, comp)
+            if not with_metadata and caller is not None:
+                with_metadata = [caller[0]] if caller[0].op_type else _inherited(*caller)
             aten = sorted({_aten(m.op_type) for m in with_metadata if m.op_type})
             lines: dict[tuple, dict] = {}
             sources: dict[str, None] = {}
@@ -117,13 +128,14 @@ def build_fusion_map(module: HloModule, lines_of: Callable[[str], list[dict]],
                 flops=instruction_flops(ins, module, comp), bytes=kernel_bytes(ins, comp),
                 collective=ins.opcode in COLLECTIVES,
             ))
-    _infer_missing_lines(module, fmap, lines_of)
+    _infer_missing_lines(module, fmap, lines_of, callers)
     return fmap
 
 
-def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, depth: int = 6) -> None:
+def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, depth: int = 6) -> None:
     """Backward ops have no Python stack; credit them to the lines that produced their inputs (the
-    forward activations and weights they differentiate), breadth first through the data flow."""
+    forward activations and weights they differentiate), breadth first through the data flow; for
+    ops in a computation run by a ``call``, continue from that call's inputs."""
     by_kernel = {k.name: k for k in fmap.kernels}
     for k in fmap.kernels:
         if k.lines:
@@ -131,7 +143,13 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, depth: in
         comp = module.computations.get(k.computation)
         if comp is None:
             continue
-        frontier, seen, found = list(comp.by_name[k.name].operands), {k.name}, {}
+        start = comp.by_name[k.name]
+        while all(comp.by_name[o].opcode == "parameter" for o in start.operands if o in comp.by_name) \
+                and callers.get(comp.name) is not None:
+            start, comp = callers[comp.name]  # the inputs come from the caller's operands
+            if lines_of(start.name):
+                break
+        frontier, seen, found = [start.name] if start.name != k.name else list(start.operands), {k.name}, {}
         for _ in range(depth):
             nxt = []
             for name in frontier:
