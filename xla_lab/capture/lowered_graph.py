@@ -107,5 +107,5 @@ def hlo_index_from_ir_text(ir_text: str) -> dict[int, list[str]]:
     for line in ir_text.splitlines():
         m = _NODE_HLO.match(line)
         if m:
-            out[int(m[1])] = m[2].split(",")
+            out[int(m[1])] = [n for n in m[2].split(",") if n]
     return out

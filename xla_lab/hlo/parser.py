@@ -34,19 +34,54 @@ class HloParseError(ValueError):
         self.line = line
 
 
-@dataclass
 class Instruction:
-    name: str
-    opcode: str
-    shape: Shape
-    shape_text: str
-    operands: list[str]
-    attributes: dict[str, str]
-    metadata: dict[str, str]
-    called: list[str]
-    is_root: bool
-    line: int
-    literal: str | None = None
+    """One instruction line.
+
+    ``attributes`` and ``metadata`` of a line in the common form (see ``_FAST_LINE``) are built from
+    its attribute text on first use: the parser has already checked that text, and building ~100k
+    dicts that an analysis mostly never reads was most of the parse time of a big module.
+    """
+
+    __slots__ = ("name", "opcode", "shape", "shape_text", "operands", "called", "is_root", "line",
+                 "literal", "_attributes", "_metadata", "_attribute_text")
+    __hash__ = None  # compared by value, as the dataclass it was
+
+    def __init__(self, name: str, opcode: str, shape: Shape, shape_text: str, operands: list[str],
+                 attributes: dict[str, str] | None, metadata: dict[str, str] | None, called: list[str],
+                 is_root: bool, line: int, literal: str | None = None):
+        self.name = name
+        self.opcode = opcode
+        self.shape = shape
+        self.shape_text = shape_text
+        self.operands = operands
+        self._attributes = attributes
+        self._metadata = metadata
+        self.called = called
+        self.is_root = is_root
+        self.line = line
+        self.literal = literal
+        self._attribute_text = ""  # ", key=value..." in the fast form, when _attributes is None
+
+    @property
+    def attributes(self) -> dict[str, str]:
+        if self._attributes is None:
+            self._attributes = dict(_FAST_PAIR.findall(self._attribute_text))
+        return self._attributes
+
+    @attributes.setter
+    def attributes(self, value: dict[str, str]) -> None:
+        self._attributes = value
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        if self._metadata is None:
+            meta = self.attributes.get("metadata")
+            self._metadata = _fast_metadata(meta) if meta is not None else {}
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: dict[str, str]) -> None:
+        self._metadata = value
 
     @property
     def fusion_kind(self) -> str | None:
@@ -65,6 +100,17 @@ class Instruction:
             return file, int(line)
         except ValueError:
             return None
+
+    _FIELDS = ("name", "opcode", "shape", "shape_text", "operands", "attributes", "metadata", "called",
+               "is_root", "line", "literal")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._FIELDS)
+
+    def __repr__(self) -> str:
+        return "Instruction(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS) + ")"
 
 
 @dataclass
