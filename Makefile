@@ -34,6 +34,7 @@ notebooks: env
 
 bench: env
 	$(PY) benchmarks/bench_capture_overhead.py
+	$(PY) benchmarks/bench_hlo_analysis.py
 
 clean-env:
 	rm -rf $(VENV)

@@ -15,6 +15,7 @@ else.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterator
@@ -354,6 +355,40 @@ _CALL_ATTRIBUTES = frozenset({
     "calls", "to_apply", "body", "condition", "true_computation", "false_computation",
     "branch_computations", "called_computations", "select", "scatter",
 })
+
+
+# The fast path: most lines of a big module are ``%name = f32[8,128]{1,0} opcode(%a, %b), key=value,
+# metadata={op_type="..." source_line=12}``. ``_FAST_LINE`` takes such a line in one match when its
+# values nest no deeper than one ``{...}`` and its strings have no escapes; any other line goes to the
+# careful scanner below. Everything it accepts the scanner accepts too, with the same result (a test
+# parses the fixtures both ways), so it only saves time. Atomic groups and possessive quantifiers keep it
+# from backtracking, and at most 16 attributes keep the duplicate-key look-aheads linear.
+_STR = r'"[^"\\]*+"'  # a string without escapes
+_FAST_VALUE = (r'(?:\{[^{}()\[\]"/\\]*+(?:' + _STR + r'[^{}()\[\]"/\\]*+)*+\}'  # {...} with strings
+               r'|[^\s,(){}\[\]"/=\\]++)')                                          # or a bare word
+# metadata={key="string" key=bare ...}, as _metadata reads it ('/' kept out: the scanner reads '/*').
+_FAST_META = r'\{(?>[\w.\-]+=(?:' + _STR + r'|[^\s"(){}\[\]/\\]++(?=[ }])) ?)*+\}'
+_FAST_ATTR_VALUE = rf"(?:(?<=, metadata=){_FAST_META}|(?<!, metadata=){_FAST_VALUE})"
+_FAST_OPERAND = r"(?:/\*index=\d+\*/)?%?[\w.\-]+"
+_FAST_LINE = re.compile(
+    r"\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*"                                   # [ROOT] %name =
+    r"([a-z][a-z0-9]*\[[\d,<=?]*\](?:\{[\w,:()*]*\})?)\s+"                # an array shape
+    r"([a-z][\w\-]*)"                                                      # the opcode
+    rf"\(((?:{_FAST_OPERAND}(?:, {_FAST_OPERAND})*+)?)\)"                  # (operands)
+    rf"((?>, (?P<key>[\w.\-]+)={_FAST_ATTR_VALUE}(?!.*, (?P=key)=)){{0,16}}+)"  # unique attributes
+    r"\s*")
+_FAST_PAIR = re.compile(rf", ([\w.\-]+)=({_FAST_ATTR_VALUE})")  # the (key, value)s of a fast line
+_FAST_NAME = re.compile(r"[\w.\-]+(?=,|\Z)")  # the operand names of a fast line's operand text
+_FAST_META_PAIR = re.compile(r'([\w.\-]+)=(?:"([^"]*)"|([^\s"(){}\[\]]+))')
+_FAST_META_CHECK = re.compile(_FAST_META)
+
+
+def _fast_metadata(value: str) -> dict[str, str]:
+    """``_metadata(value)``, quicker when ``value`` is in the fast form. File names and op names repeat
+    thousands of times in a big module, so they are interned."""
+    if not _FAST_META_CHECK.fullmatch(value):
+        return _metadata(value)
+    return {key: sys.intern(quoted or bare) for key, quoted, bare in _FAST_META_PAIR.findall(value)}
 
 
 def _attributes(s: str, pos: int) -> dict[str, str]:
