@@ -4,6 +4,7 @@ tests/fixtures/hlo/make_fixtures.py), on broken text, and under fuzzing."""
 from __future__ import annotations
 
 import functools
+import gc
 import re
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from xla_lab.hlo import parser as hlo_parser
 from xla_lab.hlo.parser import HloModule, HloParseError, Instruction, parse_module, parse_signature
 from xla_lab.hlo.shapes import DTYPE_BYTES, Shape, ShapeError, parse_shape
 
@@ -434,6 +436,8 @@ BROKEN = [
     ("no opcode", _sub("constant(0)", "(0)"), 11),
     ("garbage after the operands", _sub("constant(0)", "constant(0) junk"), 11),
     ("attribute without value", _sub("dimensions={}", "dimensions="), 13),
+    ("duplicate attribute", _sub("dimensions={}", "dimensions={}, dimensions={0}"), 13),
+    ("duplicate metadata", _sub("source_line=3}", "source_line=3}, metadata={}"), 12),
     ("parameter number", _sub("parameter(1)", "parameter(one)"), 5),
     ("duplicate parameter number", _sub("parameter(1)", "parameter(0)"), 5),
     ("duplicate instruction", _sub("%zero = f32[] constant(0)", "%p = f32[] constant(0)"), 11),
@@ -539,6 +543,115 @@ def test_parse_signature():
 
 
 # --------------------------------------------------------------------------------------------------
+# The fast path (common lines by one regex, attribute texts checked once, dicts built when read) gives
+# what the careful scanner gives.
+
+
+def _same_outcome(text_: str) -> None:
+    """parse_module(text_) and the scanner alone agree: the same error, or equal modules."""
+    def outcome(fast: bool):
+        try:
+            return hlo_parser._parse_module(text_, fast=fast)
+        except HloParseError as e:
+            return (e.line, str(e))
+    fast, slow = outcome(True), outcome(False)
+    if isinstance(slow, tuple) or isinstance(fast, tuple):
+        assert fast == slow
+        return
+    assert (fast.name, fast.attributes) == (slow.name, slow.attributes)
+    assert list(fast.computations) == list(slow.computations)
+    for name, comp in fast.computations.items():
+        other = slow.computations[name]
+        assert (comp.is_entry, comp.signature) == (other.is_entry, other.signature)
+        assert comp.instructions == other.instructions  # every field, attributes and metadata too
+        assert comp.by_name == other.by_name
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_fast_path_agrees_with_the_scanner(name):
+    _same_outcome(text(name))
+
+
+def test_fast_path_takes_most_lines():
+    """Instructions with attributes whose dicts are not built until read came by the fast path."""
+    with_attributes = lazy = 0
+    for name in FILES:
+        m = parse_module(text(name))
+        for ins in m.instructions():
+            if ins._attributes is None:
+                lazy += 1
+            elif ins._attributes:
+                with_attributes += 1
+    assert lazy > 2000 and lazy >= 0.95 * (lazy + with_attributes)
+
+
+def test_fast_metadata_agrees_with_the_scanner():
+    values = {ins.attributes["metadata"] for name in FILES for ins in module(name).instructions()
+              if "metadata" in ins.attributes}
+    values |= {'{}', '{op_type="a\\"b"}', '{a="x"b="y"}', '{a=xb=y}', '{a=x  b="y" }', '{a=b=c}',
+               '{a=x/y}', '{a="x/*y"}', '{a={b}}', '{a=x }', '{ a=x}'}
+    assert len(values) > 100
+    for value in values:
+        assert hlo_parser._fast_metadata(value) == hlo_parser._metadata(value), value
+
+
+def test_lazy_attributes_are_each_instructions_own():
+    line = '  %{} = f32[4]{{0}} negate(%p), metadata={{op_type="aten__neg" source_line=7}}'
+    two = line.format("n1") + "\n" + line.format("n2") + "\n"
+    m = parse_module(BASE.replace("  ROOT %out", two + "  ROOT %out"))
+    n1, n2 = m.instruction("n1"), m.instruction("n2")
+    assert n1._attributes is None and n1._metadata is None  # nothing built yet
+    assert n1.metadata == n2.metadata == {"op_type": "aten__neg", "source_line": "7"}
+    assert n1.op_type == "aten__neg" and n1.source is None and n1.fusion_kind is None
+    n1.metadata["op_type"] = "changed"
+    n1.attributes["extra"] = "1"
+    assert n2.op_type == "aten__neg" and "extra" not in n2.attributes
+    n2.attributes = {"set": "x"}
+    assert n2.attributes == {"set": "x"} and n1 != n2
+    assert "name='n1'" in repr(n1) and "'extra': '1'" in repr(n1)
+    # Made by hand, as before.
+    made = Instruction("a", "add", Shape("f32", ()), "f32[]", ["x", "y"], {"k": "v"}, {}, [], False, 3)
+    assert made.attributes == {"k": "v"} and made.metadata == {} and made.literal is None
+    assert made == Instruction("a", "add", Shape("f32", ()), "f32[]", ["x", "y"], {"k": "v"}, {}, [],
+                               False, 3)
+
+
+def test_unexpectedly_bad_lazy_metadata_raises_parse_error(monkeypatch):
+    """The parser checks metadata before it builds it lazily; were that check wrong, reading it would
+    still raise only HloParseError."""
+    def broken(value):
+        raise hlo_parser._Fail("metadata is not key=value pairs")
+    monkeypatch.setattr(hlo_parser, "_fast_metadata", broken)
+    ins = Instruction("a", "add", Shape("f32", ()), "f32[]", [], None, None, [], False, 12)
+    ins._shared = hlo_parser._SharedAttributes(", metadata={op_type=x}")
+    with pytest.raises(HloParseError) as info:
+        ins.metadata  # noqa: B018
+    assert info.value.line == 12 and str(info.value).startswith("line 12: ")
+
+
+def test_parse_module_leaves_the_garbage_collector_as_it_was():
+    assert gc.isenabled()
+    parse_module(BASE)
+    assert gc.isenabled()
+    with pytest.raises(HloParseError):
+        parse_module("garbage")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        parse_module(BASE)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_parse_shape_caches_and_still_checks_its_argument():
+    assert parse_shape("f32[8,4]{1,0}") is parse_shape("f32[8,4]{1,0}")
+    for bad in (None, 5, ["f32[2]"]):
+        with pytest.raises(ShapeError):
+            parse_shape(bad)
+
+
+# --------------------------------------------------------------------------------------------------
 # Fuzzing: mutated real dumps parse or raise HloParseError, nothing else, quickly.
 
 _JUNK = st.text(alphabet=st.sampled_from(list('(){}[]"\\%=,/* \tROOTENTRY\n<>:.-_0123456789fs')), min_size=1,
@@ -622,6 +735,24 @@ def test_fuzz_one_instruction_line(name, which, inserts):
     _check_parses_or_fails_cleanly("\n".join(lines))
 
 
+@settings(max_examples=200, deadline=2000, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_SMALL), st.integers(0, 10**6), st.lists(st.tuples(st.integers(0, 10**4), _JUNK),
+                                                                   min_size=1, max_size=3))
+def test_fuzz_fast_path_agrees_with_the_scanner(name, which, inserts):
+    """Mutated instruction lines: the fast path never accepts what the scanner rejects, or reads a line
+    differently."""
+    lines = text(name).split("\n")
+    candidates = [i for i, ln in enumerate(lines)
+                  if " = " in ln and "(" in ln and not ln.startswith("HloModule")]
+    i = candidates[which % len(candidates)]
+    line = lines[i]
+    for pos, junk in inserts:
+        pos %= len(line) + 1
+        line = line[:pos] + junk.replace("\n", " ") + line[pos:]
+    lines[i] = line
+    _same_outcome("\n".join(lines))
+
+
 @pytest.mark.parametrize("evil", [
     "HloModule m\nENTRY %e {\n  ROOT %x = f32[] constant(" + "(" * 50_000 + "\n}\n",
     "HloModule m\nENTRY %e {\n  ROOT %x = f32[] constant(0), a=" + "{" * 50_000 + "}" * 50_000 + "\n}\n",
@@ -665,7 +796,13 @@ def test_parse_time(capsys):
     m = parse_module(big)
     large = time.perf_counter() - start
     assert len(m.computations) > 1000
+    gc.collect()  # time reading the metadata, not the collector's first look at the new module
+    start = time.perf_counter()
+    sources = sum(1 for ins in m.instructions() if ins.source)  # builds every metadata dict
+    read = time.perf_counter() - start
+    assert sources > 1000
     with capsys.disabled():
         print(f"\n  parse {largest}: {len(t.splitlines())} lines, {len(t) // 1024} KiB"
               f" in {small * 1000:.1f} ms;"
-              f" a {len(big.splitlines())}-line module ({len(big) // 1024} KiB) in {large * 1000:.0f} ms")
+              f" a {len(big.splitlines())}-line module ({len(big) // 1024} KiB) in {large * 1000:.0f} ms,"
+              f" then its metadata in {read * 1000:.0f} ms")

@@ -8,12 +8,19 @@ balanced ``()``, ``[]``, ``{}``, quoted strings with escapes and ``/* ... */`` c
 scanner jumps from one bracket or quote to the next with ``re.search``, so the time is linear in the
 text. Operand and called-computation names are resolved once the whole module is read.
 
+Speed: an optimized module of a real model has ~100k instruction lines, nearly all in one simple form.
+Those take a fast path (``_FAST_HEAD``, a regex for the whole line up to the operands), their
+attribute texts, which repeat a lot, are checked once per distinct text, and their ``attributes`` and
+``metadata`` dicts are built only when read. The fast path accepts only what the scanner accepts, with
+the same result, so the guarantees below do not depend on it.
+
 Malformed text raises :class:`HloParseError` (``"line N: <what is wrong>: <the line>"``) and nothing
 else.
 """
 
 from __future__ import annotations
 
+import gc
 import re
 import sys
 from dataclasses import dataclass
@@ -38,13 +45,13 @@ class HloParseError(ValueError):
 class Instruction:
     """One instruction line.
 
-    ``attributes`` and ``metadata`` of a line in the common form (see ``_FAST_LINE``) are built from
-    its attribute text on first use: the parser has already checked that text, and building ~100k
-    dicts that an analysis mostly never reads was most of the parse time of a big module.
+    ``attributes`` and ``metadata`` of a line in the common form (see ``_FAST_HEAD``) are built on
+    first use from its attribute text, which the parser has checked already and which thousands of
+    lines share (see ``_SharedAttributes``).
     """
 
     __slots__ = ("name", "opcode", "shape", "shape_text", "operands", "called", "is_root", "line",
-                 "literal", "_attributes", "_metadata", "_attribute_text")
+                 "literal", "_attributes", "_metadata", "_shared")
     __hash__ = None  # compared by value, as the dataclass it was
 
     def __init__(self, name: str, opcode: str, shape: Shape, shape_text: str, operands: list[str],
@@ -61,12 +68,12 @@ class Instruction:
         self.is_root = is_root
         self.line = line
         self.literal = literal
-        self._attribute_text = ""  # ", key=value..." in the fast form, when _attributes is None
+        self._shared: _SharedAttributes | None = None  # where None attributes/metadata come from
 
     @property
     def attributes(self) -> dict[str, str]:
         if self._attributes is None:
-            self._attributes = dict(_FAST_PAIR.findall(self._attribute_text))
+            self._attributes = self._shared.attributes()
         return self._attributes
 
     @attributes.setter
@@ -76,8 +83,10 @@ class Instruction:
     @property
     def metadata(self) -> dict[str, str]:
         if self._metadata is None:
-            meta = self.attributes.get("metadata")
-            self._metadata = _fast_metadata(meta) if meta is not None else {}
+            try:
+                self._metadata = self._shared.metadata()
+            except _Fail as e:  # not expected: the parser has checked the text
+                raise HloParseError(f"line {self.line}: {e}", self.line) from None
         return self._metadata
 
     @metadata.setter
@@ -358,29 +367,37 @@ _CALL_ATTRIBUTES = frozenset({
 
 
 # The fast path: most lines of a big module are ``%name = f32[8,128]{1,0} opcode(%a, %b), key=value,
-# metadata={op_type="..." source_line=12}``. ``_FAST_LINE`` takes such a line in one match when its
-# values nest no deeper than one ``{...}`` and its strings have no escapes; any other line goes to the
-# careful scanner below. Everything it accepts the scanner accepts too, with the same result (a test
-# parses the fixtures both ways), so it only saves time. Atomic groups and possessive quantifiers keep it
-# from backtracking, and at most 16 attributes keep the duplicate-key look-aheads linear.
+# metadata={op_type="..." source_line=12}``. ``_FAST_HEAD`` matches such a line up to its operands and
+# ``_FAST_ATTRIBUTES`` checks the rest when its values nest no deeper than ``{..[..]..}`` and its
+# strings have no escapes; any other line goes to the careful scanner below. What they accept the
+# scanner accepts too, with the same result (a test parses the fixtures, and mutated fixtures, both
+# ways). Atomic groups and possessive quantifiers keep them from backtracking, and at most 16
+# attributes keep the duplicate-key look-aheads linear.
 _STR = r'"[^"\\]*+"'  # a string without escapes
-_FAST_VALUE = (r'(?:\{[^{}()\[\]"/\\]*+(?:' + _STR + r'[^{}()\[\]"/\\]*+)*+\}'  # {...} with strings
-               r'|[^\s,(){}\[\]"/=\\]++)')                                          # or a bare word
+_PLAIN = r'[^{}()\[\]"/\\]*+'  # no brackets, strings or comments
+_LIST = rf"\[{_PLAIN}(?:{_STR}{_PLAIN})*+\]"
+_FAST_VALUE = (rf"(?:\{{{_PLAIN}(?:(?:{_STR}|{_LIST}){_PLAIN})*+\}}"  # {...} with strings and [...]s
+               r'|[^\s,(){}\[\]"/=\\]++)')                             # or a bare word
 # metadata={key="string" key=bare ...}, as _metadata reads it ('/' kept out: the scanner reads '/*').
 _FAST_META = r'\{(?>[\w.\-]+=(?:' + _STR + r'|[^\s"(){}\[\]/\\]++(?=[ }])) ?)*+\}'
 _FAST_ATTR_VALUE = rf"(?:(?<=, metadata=){_FAST_META}|(?<!, metadata=){_FAST_VALUE})"
+_FAST_SHAPE = r"[a-z][a-z0-9]*\[[\d,<=?]*\](?:\{[\w,:()*]*\})?"  # an array shape
 _FAST_OPERAND = r"(?:/\*index=\d+\*/)?%?[\w.\-]+"
-_FAST_LINE = re.compile(
-    r"\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*"                                   # [ROOT] %name =
-    r"([a-z][a-z0-9]*\[[\d,<=?]*\](?:\{[\w,:()*]*\})?)\s+"                # an array shape
-    r"([a-z][\w\-]*)"                                                      # the opcode
-    rf"\(((?:{_FAST_OPERAND}(?:, {_FAST_OPERAND})*+)?)\)"                  # (operands)
-    rf"((?>, (?P<key>[\w.\-]+)={_FAST_ATTR_VALUE}(?!.*, (?P=key)=)){{0,16}}+)"  # unique attributes
-    r"\s*")
+# [ROOT] %name = shape opcode(operands); the attribute text after it is checked by _FAST_ATTRIBUTES.
+_FAST_HEAD = re.compile(
+    r"\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*"
+    rf"({_FAST_SHAPE})\s+([a-z][\w\-]*)"
+    rf"\(((?:{_FAST_OPERAND}(?:, {_FAST_OPERAND})*+)?)\)")
+_FAST_ATTRIBUTES = re.compile(
+    rf"(?>, (?P<key>[\w.\-]+)={_FAST_ATTR_VALUE}(?!.*, (?P=key)=)){{0,16}}+\s*")  # unique keys
 _FAST_PAIR = re.compile(rf", ([\w.\-]+)=({_FAST_ATTR_VALUE})")  # the (key, value)s of a fast line
 _FAST_NAME = re.compile(r"[\w.\-]+(?=,|\Z)")  # the operand names of a fast line's operand text
 _FAST_META_PAIR = re.compile(r'([\w.\-]+)=(?:"([^"]*)"|([^\s"(){}\[\]]+))')
 _FAST_META_CHECK = re.compile(_FAST_META)
+# (p0: f32[8]{0}, /*index=1*/p1: s32[]) -> (f32[8]{0}, s32[]): a signature _check_signature accepts.
+_FAST_SIGNATURE = re.compile(
+    rf"\((?:[\w.\-]+: {_FAST_SHAPE}(?:, (?:/\*index=\d+\*/)?[\w.\-]+: {_FAST_SHAPE})*+)?\)"
+    rf" -> (?:{_FAST_SHAPE}|\((?:{_FAST_SHAPE}(?:, (?:/\*index=\d+\*/)?{_FAST_SHAPE})*+)?\))")
 
 
 def _fast_metadata(value: str) -> dict[str, str]:
@@ -459,6 +476,83 @@ def _computation_names(key: str, value: str) -> list[str]:
     return names
 
 
+def _new_shape(shape_text: str, shapes: dict[str, Shape]) -> Shape:
+    try:
+        shape = shapes[shape_text] = parse_shape(shape_text)
+    except ShapeError as e:
+        raise _Fail(f"bad shape {shape_text!r} ({e})") from None
+    return shape
+
+
+_CALL_KEY = re.compile(", (?:" + "|".join(sorted(_CALL_ATTRIBUTES)) + ")=")
+
+
+class _SharedAttributes:
+    """Attribute text in the fast form, checked once for all the lines that end with it: in a big
+    module ~70k lines end in only ~4k different texts (the same metadata, dimensions, ...)."""
+
+    __slots__ = ("text", "called", "_attributes", "_metadata")
+
+    def __init__(self, text: str):
+        self.text = text
+        self._attributes: dict[str, str] | None = None
+        self._metadata: dict[str, str] | None = None
+        self.called: list[str] = []
+        if _CALL_KEY.search(text):  # the names of the called computations are checked at once
+            for key, value in self._parsed().items():
+                if key in _CALL_ATTRIBUTES:
+                    self.called.extend(_computation_names(key, value))
+
+    def _parsed(self) -> dict[str, str]:
+        if self._attributes is None:
+            self._attributes = dict(_FAST_PAIR.findall(self.text))
+        return self._attributes
+
+    def attributes(self) -> dict[str, str]:
+        """The attributes, in a dict of the caller's own."""
+        return dict(self._parsed())
+
+    def metadata(self) -> dict[str, str]:
+        """The metadata, in a dict of the caller's own."""
+        if self._metadata is None:
+            meta = self._parsed().get("metadata")
+            self._metadata = _fast_metadata(meta) if meta is not None else {}
+        return dict(self._metadata)
+
+
+def _fast_instruction(m: re.Match, line: str, number: int, shapes: dict[str, Shape],
+                      shared: dict[str, _SharedAttributes | None]) -> Instruction | None:
+    """What ``_instruction`` makes of a line that ``_FAST_HEAD`` matched, with its checks in the same
+    order; None if the attribute text is not in the fast form. ``shared`` holds the attribute texts
+    seen so far (None for those not in the fast form)."""
+    root, name, shape_text, opcode, inner = m.groups()
+    shape = shapes.get(shape_text) or _new_shape(shape_text, shapes)
+    literal = None
+    if opcode == "parameter" or opcode == "constant":
+        operands = []
+        literal = inner
+        if opcode == "parameter" and not (inner.isdecimal() and len(inner) < 10):  # as _PARAM_NUMBER
+            raise _Fail(f"parameter number {inner!r} is not an integer")
+    elif "/" in inner:
+        operands = _FAST_NAME.findall(inner)  # skips the /*index=N*/ comments
+    else:
+        operands = inner.replace("%", "").split(", ") if inner else []
+    tail = line[m.end():]
+    if not tail:
+        return Instruction(name, opcode, shape, shape_text, operands, {}, {}, [], root is not None,
+                           number, literal)
+    attributes = shared.get(tail, False)
+    if attributes is False:  # the first line with this text
+        attributes = shared[tail] = _SharedAttributes(tail) if _FAST_ATTRIBUTES.fullmatch(tail) else None
+    if attributes is None:
+        return None
+    ins = Instruction(name, opcode, shape, shape_text, operands, None, None,
+                      list(attributes.called) if attributes.called else [], root is not None, number,
+                      literal)
+    ins._shared = attributes
+    return ins
+
+
 def _instruction(s: str, head: re.Match, number: int, shapes: dict[str, Shape]) -> Instruction:
     name = head[2]
     pos = head.end()
@@ -468,12 +562,7 @@ def _instruction(s: str, head: re.Match, number: int, shapes: dict[str, Shape]) 
     shape_text = s[pos:end]
     if not shape_text:
         raise _Fail("expected a shape after '='")
-    shape = shapes.get(shape_text)
-    if shape is None:
-        try:
-            shape = shapes[shape_text] = parse_shape(shape_text)
-        except ShapeError as e:
-            raise _Fail(f"bad shape {shape_text!r} ({e})") from None
+    shape = shapes.get(shape_text) or _new_shape(shape_text, shapes)
     # The opcode and its parenthesized operands.
     m = _OPCODE.match(s, end)
     if m is None:
@@ -511,7 +600,7 @@ def _instruction(s: str, head: re.Match, number: int, shapes: dict[str, Shape]) 
             operands.append(operand)
     attributes = _attributes(s, close)
     meta = attributes.get("metadata")
-    metadata = _metadata(meta) if meta is not None else {}
+    metadata = _fast_metadata(meta) if meta is not None else {}
     called: list[str] = []
     for key, value in attributes.items():
         if key in _CALL_ATTRIBUTES:
@@ -539,7 +628,7 @@ def _computation_header(stripped: str) -> tuple[str, bool, str] | None:
 
 
 def _check_signature(signature: str) -> None:
-    if not signature:
+    if not signature or _FAST_SIGNATURE.fullmatch(signature):
         return
     close = _balanced_end(signature, 0)
     tail = signature[close:].strip()
@@ -559,6 +648,19 @@ def _error(number: int, what: str, line: str) -> HloParseError:
 
 def parse_module(text: str) -> HloModule:
     """Parse the text of one HLO module (as XLA dumps it); HloParseError if it is malformed."""
+    # ~100k instructions each hold a few lists: the cyclic collector would walk them all again and
+    # again while they are made (a third of the time), and none of them can be garbage yet.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_module(text)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _parse_module(text: str, fast: bool = True) -> HloModule:
+    """``fast=False`` reads every line with the careful scanner (the tests compare the two)."""
     lines = text.split("\n")
     shapes: dict[str, Shape] = {}
     module_name: str | None = None
@@ -571,22 +673,36 @@ def parse_module(text: str) -> HloModule:
     current_names: dict[str, Instruction] = {}
     current_root: Instruction | None = None
     current_params: set[str] = set()
+    shared: dict[str, _SharedAttributes | None] = {}
+    fast_head = _FAST_HEAD.match if fast else lambda line: None
     number = 0
     line = ""
     try:
         for number, line in enumerate(lines, start=1):
-            stripped = line.strip()
-            if not stripped or stripped.startswith("//") or (
-                    stripped.startswith("/*") and stripped.find("*/", 2) == len(stripped) - 2):
-                continue  # blank lines and comment lines
-            if module_name is None:
-                m = _MODULE_HEAD.match(line)
-                if m is None:
-                    raise _Fail("expected 'HloModule <name>' first")
-                module_name, module_line = m[1], number
-                module_attributes = _attributes(line, m.end())
-                continue
-            if current is not None:
+            # Most lines are an instruction in the common form.
+            head = fast_head(line) if current is not None else None
+            ins = _fast_instruction(head, line, number, shapes, shared) if head is not None else None
+            if ins is None:
+                stripped = line.strip()
+                if not stripped or stripped.startswith("//") or (
+                        stripped.startswith("/*") and stripped.find("*/", 2) == len(stripped) - 2):
+                    continue  # blank lines and comment lines
+                if module_name is None:
+                    m = _MODULE_HEAD.match(line)
+                    if m is None:
+                        raise _Fail("expected 'HloModule <name>' first")
+                    module_name, module_line = m[1], number
+                    module_attributes = _attributes(line, m.end())
+                    continue
+                if current is None:  # between computations: a header
+                    current = _computation_start(line, stripped, computations, entry_name)
+                    computations[current.name] = current
+                    comp_lines[current.name] = number
+                    if current.is_entry:
+                        entry_name = current.name
+                    current.__dict__["by_name"] = current_names = {}  # filled in below
+                    current_root, current_params = None, set()
+                    continue
                 if stripped == "}":
                     if not current.instructions:
                         raise _Fail(f"computation {current.name} has no instructions")
@@ -598,41 +714,18 @@ def parse_module(text: str) -> HloModule:
                         raise _Fail(f"computation {current.name} is not closed by '}}' before the next one")
                     raise _Fail("expected an instruction 'name = shape opcode(operands)'")
                 ins = _instruction(line, head, number, shapes)
-                if ins.name in current_names:
-                    raise _Fail(f"a second instruction named {ins.name} in computation {current.name}")
-                if ins.is_root:
-                    if current_root is not None:
-                        raise _Fail(f"a second ROOT in computation {current.name}")
-                    current_root = ins
-                if ins.opcode == "parameter":
-                    if ins.literal in current_params:
-                        raise _Fail(f"a second parameter({ins.literal}) in computation {current.name}")
-                    current_params.add(ins.literal)
-                current_names[ins.name] = ins
-                current.instructions.append(ins)
-                continue
-            # Between computations.
-            if stripped == "}":
-                raise _Fail("'}' outside a computation")
-            if _INSTR_HEAD.match(line):
-                raise _Fail("instruction outside a computation")
-            if stripped.startswith("HloModule"):
-                raise _Fail("a second HloModule header")
-            header = _computation_header(stripped) if stripped.endswith("{") else None
-            if header is None:
-                raise _Fail("expected a computation '[ENTRY] %name (parameters) -> shape {'")
-            name, is_entry, signature = header
-            _check_signature(signature)
-            if name in computations:
-                raise _Fail(f"a second computation named {name}")
-            if is_entry:
-                if entry_name is not None:
-                    raise _Fail(f"a second ENTRY computation (the first is {entry_name})")
-                entry_name = name
-            current = Computation(name=name, instructions=[], is_entry=is_entry, signature=signature)
-            computations[name] = current
-            comp_lines[name] = number
-            current_names, current_root, current_params = {}, None, set()
+            if ins.name in current_names:
+                raise _Fail(f"a second instruction named {ins.name} in computation {current.name}")
+            if ins.is_root:
+                if current_root is not None:
+                    raise _Fail(f"a second ROOT in computation {current.name}")
+                current_root = ins
+            if ins.opcode == "parameter":
+                if ins.literal in current_params:
+                    raise _Fail(f"a second parameter({ins.literal}) in computation {current.name}")
+                current_params.add(ins.literal)
+            current_names[ins.name] = ins
+            current.instructions.append(ins)
     except _Fail as e:
         raise _error(number, str(e), line) from None
 
@@ -655,6 +748,27 @@ def parse_module(text: str) -> HloModule:
                     raise _error(ins.line, f"calls %{callee}, which is not a computation of the module",
                                  lines[ins.line - 1])
     return HloModule(name=module_name, attributes=module_attributes, computations=computations)
+
+
+def _computation_start(line: str, stripped: str, computations: dict[str, Computation],
+                       entry_name: str | None) -> Computation:
+    """The (empty) computation that a line between computations starts; _Fail if it starts none."""
+    if stripped == "}":
+        raise _Fail("'}' outside a computation")
+    if _INSTR_HEAD.match(line):
+        raise _Fail("instruction outside a computation")
+    if stripped.startswith("HloModule"):
+        raise _Fail("a second HloModule header")
+    header = _computation_header(stripped) if stripped.endswith("{") else None
+    if header is None:
+        raise _Fail("expected a computation '[ENTRY] %name (parameters) -> shape {'")
+    name, is_entry, signature = header
+    _check_signature(signature)
+    if name in computations:
+        raise _Fail(f"a second computation named {name}")
+    if is_entry and entry_name is not None:
+        raise _Fail(f"a second ENTRY computation (the first is {entry_name})")
+    return Computation(name=name, instructions=[], is_entry=is_entry, signature=signature)
 
 
 def parse_signature(signature: str) -> tuple[list[tuple[str, Shape]], Shape | None]:

@@ -7,6 +7,7 @@ dimension (kept as -1, counted as 0 elements).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -166,6 +167,13 @@ def parse_shape(text: str) -> Shape:
     """The shape written in ``text`` (layout and comments ignored); ShapeError if it is not one."""
     if not isinstance(text, str):
         raise ShapeError(f"not a shape: {text!r}")
+    return _parse_text(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_text(text: str) -> Shape:
+    """Cached: a module writes the same few hundred shapes over and over, and Shape is immutable.
+    (Errors are not cached; they are rare.)"""
     shape, pos = _parse(text, 0, 0)
     if _skip(text, pos) != len(text):
         raise ShapeError(f"unexpected text after the shape: {text!r}")
