@@ -8,6 +8,7 @@ the first frame in a notebook cell gives the *cell line* shown to the user (``{"
 from __future__ import annotations
 
 import functools
+import gc
 import linecache
 import os
 
@@ -58,6 +59,18 @@ def analyze(art: GraphArtifacts, proto_before: bytes | None, proto_after: bytes 
     them all. ``proto_after`` is accepted for callers that have it but not needed.
     """
     del proto_after
+    # A large model's analysis builds a few hundred thousand small objects; the garbage collector
+    # would rescan them again and again (a third of the time) though nothing here makes cycles.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _analyze(art, proto_before, cells)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) -> list[str]:
     problems: list[str] = []
     after = _parse(art.hlo_after, "optimized HLO", problems)
     before = _parse(art.hlo_before, "HLO before optimization", problems)
@@ -69,11 +82,7 @@ def analyze(art: GraphArtifacts, proto_before: bytes | None, proto_after: bytes 
     if after is not None:
         lines_by_key = _lines_by_key(before, stacks_before, cells) if before is not None else {}
 
-        def lines_of(name: str) -> list[dict]:
-            try:
-                ins = after.instruction(name)
-            except KeyError:
-                return []
+        def lines_of(ins) -> list[dict]:
             key = _key(ins)
             if key is None:
                 return []
@@ -84,6 +93,8 @@ def analyze(art: GraphArtifacts, proto_before: bytes | None, proto_after: bytes 
         art.fusions = [k.to_dict() for k in fmap.kernels]
         art.memory = memory_summary(art.memory_report, art.buffer_assignment,
                                     source_of=lambda name: _source(after, name, lines_of))
+
+
     if before is not None:
         nodes = ir_nodes_from_module(before)
         for n in nodes:
@@ -135,13 +146,13 @@ def _describe(ln: dict) -> str:
 
 
 def _source(module: HloModule, name: str, lines_of) -> dict | None:
-    lines = lines_of(name)
-    if lines:
-        return lines[0]
     try:
         ins = module.instruction(name)
     except KeyError:
         return None
+    lines = lines_of(ins)
+    if lines:
+        return lines[0]
     if ins.source:
         return {"cell": None, "line": ins.source[1], "file": os.path.basename(ins.source[0]), "code": None}
     return None

@@ -96,9 +96,9 @@ def _members(ins: Instruction, module: HloModule) -> list[Instruction]:
     return out
 
 
-def build_fusion_map(module: HloModule, lines_of: Callable[[str], list[dict]],
+def build_fusion_map(module: HloModule, lines_of: Callable[[Instruction], list[dict]],
                      source_of: Callable[[Instruction], str | None]) -> FusionMap:
-    """``lines_of(instruction name)`` -> cell lines of that op's call stack;
+    """``lines_of(instruction)`` -> cell lines of that op's call stack;
     ``source_of(instruction)`` -> its innermost Python frame as "file.py:LINE"."""
     fmap = FusionMap()
     callers = _callers_of_scheduled(module)
@@ -114,12 +114,17 @@ def build_fusion_map(module: HloModule, lines_of: Callable[[str], list[dict]],
             aten = sorted({_aten(m.op_type) for m in with_metadata if m.op_type})
             lines: dict[tuple, dict] = {}
             sources: dict[str, None] = {}
+            seen_sources: set = set()
             for m in with_metadata:
-                for ln in lines_of(m.name):
+                for ln in lines_of(m):
                     lines.setdefault((ln.get("cell"), ln["line"]), ln)
-                src = source_of(m)
-                if src:
-                    sources[src] = None
+                md = m.metadata
+                where = (md.get("source_file"), md.get("source_line"))
+                if where[0] and where not in seen_sources:
+                    seen_sources.add(where)
+                    src = source_of(m)
+                    if src:
+                        sources[src] = None
             fmap.kernels.append(Kernel(
                 name=ins.name, kind=ins.fusion_kind or ins.opcode, computation=comp.name,
                 members=[m.name for m in members], aten_ops=aten,
@@ -147,7 +152,7 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
         while all(comp.by_name[o].opcode == "parameter" for o in start.operands if o in comp.by_name) \
                 and callers.get(comp.name) is not None:
             start, comp = callers[comp.name]  # the inputs come from the caller's operands
-            if lines_of(start.name):
+            if lines_of(start):
                 break
         frontier, seen, found = [start.name] if start.name != k.name else list(start.operands), {k.name}, {}
         for _ in range(depth):
@@ -157,7 +162,7 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
                     continue
                 seen.add(name)
                 producer = by_kernel.get(name)
-                lines = producer.lines if producer is not None else lines_of(name)
+                lines = producer.lines if producer is not None else lines_of(comp.by_name[name])
                 if lines:
                     for ln in lines:
                         found.setdefault((ln.get("cell"), ln["line"]), ln)

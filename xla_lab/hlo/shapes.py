@@ -50,13 +50,13 @@ class Shape:
     def is_tuple(self) -> bool:
         return self.dtype is None
 
-    @property
+    @functools.cached_property  # shapes are shared through parse_shape's cache: compute once
     def elements(self) -> int:
         if self.is_tuple:
             return 0
         return math.prod(max(d, 0) for d in self.dims)
 
-    @property
+    @functools.cached_property
     def byte_size(self) -> int:
         if self.is_tuple:
             return sum(s.byte_size for s in self.tuple_shapes)
