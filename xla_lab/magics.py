@@ -4,6 +4,7 @@ show, clear)."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import sys
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -96,7 +97,7 @@ class XlaMagics(Magics):
             expr = compile(ast.Expression(last.value), filename, "eval", flags=shell.compile.flags,
                            dont_inherit=True)
         session.absorb_outside_work(CellFiles.from_shell(shell, None, None))  # e.g. silent executions
-        recorder = session.recorder(cell_id=_cell_id(shell, count), execution_count=count, source=cell,
+        recorder = session.recorder(cell_id=_cell_id(shell, cell), execution_count=count, source=cell,
                                     cell_file=filename, graph_name=_graph_name(args.name, count),
                                     track_lines=args.track_lines,
                                     cells=CellFiles.from_shell(shell, filename, count))
@@ -201,8 +202,10 @@ def _is_terminal(shell) -> bool:
     return isinstance(shell, TerminalInteractiveShell) and sys.stdout.isatty()
 
 
-def _cell_id(shell, count) -> str:
-    """JupyterLab sends the cell's id with each execute request; fall back to the execution count."""
+def _cell_id(shell, source: str) -> str:
+    """JupyterLab sends the cell's id with each execute request. Without one (nbclient, nbval, the
+    terminal) the source stands in: re-running an unchanged cell is then the same cell, which is what
+    recompile explanations compare with."""
     info = _current_cell["info"]
     if getattr(info, "cell_id", None):
         return str(info.cell_id)
@@ -213,7 +216,7 @@ def _cell_id(shell, count) -> str:
             return str(cell_id)
     except Exception:
         pass
-    return f"exec-{count}"
+    return "source-" + hashlib.sha1(source.encode()).hexdigest()[:12]
 
 
 def _graph_name(name: str | None, count) -> str:

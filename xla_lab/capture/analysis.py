@@ -127,7 +127,7 @@ def _lines_by_key(before: HloModule, stacks: dict[str, list[PyFrame]], cells: Ce
             bucket = out.setdefault(k, {})
             if ln:
                 bucket.setdefault((ln["cell"], ln["line"]), ln)
-    return {k: sorted(v.values(), key=lambda d: (d.get("cell") or 0, d["line"])) for k, v in out.items()}
+    return {k: list(v.values()) for k, v in out.items()}
 
 
 def _innermost(ins) -> str | None:

@@ -27,7 +27,9 @@ class Kernel:
     computation: str
     members: list[str]
     aten_ops: list[str]
-    lines: list[dict]  # [{"cell": exec count | None, "line": int, "code": str | None}]
+    # [{"cell": exec count | None, "line": int, "code": str | None}], in the order the kernel's ops
+    # appear (not by cell number, which depends on how the notebook was run)
+    lines: list[dict]
     sources: list[str]  # innermost Python frames ("linear.py:134"), for ops not written in a cell
     shape: str
     flops: int
@@ -128,7 +130,7 @@ def build_fusion_map(module: HloModule, lines_of: Callable[[Instruction], list[d
             fmap.kernels.append(Kernel(
                 name=ins.name, kind=ins.fusion_kind or ins.opcode, computation=comp.name,
                 members=[m.name for m in members], aten_ops=aten,
-                lines=sorted(lines.values(), key=lambda d: (d.get("cell") or 0, d["line"])),
+                lines=list(lines.values()),  # in the order the ops appear: stable across kernels runs
                 sources=list(sources)[:8], shape=str(ins.shape),
                 flops=instruction_flops(ins, module, comp), bytes=kernel_bytes(ins, comp),
                 collective=ins.opcode in COLLECTIVES,
@@ -172,7 +174,7 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
                 break
             frontier = nxt
         if found:
-            k.lines = sorted(found.values(), key=lambda d: (d.get("cell") or 0, d["line"]))
+            k.lines = list(found.values())
             k.lines_inferred = True
 
 

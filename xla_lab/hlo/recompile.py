@@ -49,6 +49,10 @@ def _aten(op_type: str | None) -> str | None:
     return f"{ns}::{name}" if sep else op_type
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _at(where: str | None) -> str:
     return f" at {where}" if where else ""
 
@@ -76,13 +80,13 @@ def explain(new: dict, old: dict | None, *, split_by: str | None = None) -> str:
             wheres = list(dict.fromkeys(p["where"] for p in extra if p["where"]))[:3]
             hint = f" (new inputs from {', '.join(wheres)})" if wheres else ""
         parts.append(
-            f"the graph takes {len(p_new)} inputs instead of {len(p_old)}{hint}: tensors that earlier "
+            f"the graph takes {_n(len(p_new), 'input')} instead of {len(p_old)}{hint}: tensors that earlier "
             "steps created, such as optimizer state made on the first step, are now inputs"
             if len(p_new) > len(p_old) else
-            f"the graph takes {len(p_new)} inputs instead of {len(p_old)}")
+            f"the graph takes {_n(len(p_new), 'input')} instead of {len(p_old)}")
         return "; ".join(parts)
     if len(new["outputs"]) != len(old["outputs"]):
-        parts.append(f"the set of outputs changed: {len(new['outputs'])} outputs instead of {len(old['outputs'])}")
+        parts.append(f"the set of outputs changed: {_n(len(new['outputs']), 'output')} instead of {len(old['outputs'])}")
         return "; ".join(parts)
     c_new, c_old = new["constants"], old["constants"]
     if len(c_new) == len(c_old):
