@@ -214,3 +214,12 @@ def test_ir_node_to_hlo_index(mlp_capture):
     assert all(set(v) <= names for v in index.values())
     gelu_nodes = [n for n, line in enumerate(art.ir_text.splitlines()[1:-1]) if "aten::gelu(" in line]
     assert gelu_nodes and all(before.instruction(h).op_type == "aten__gelu" for h in index[gelu_nodes[0]])
+
+
+def test_annotated_source(mlp_capture):
+    text = xla_lab.annotate(mlp_capture)
+    lines = text.splitlines()
+    gelu_line = next(i for i, l in enumerate(lines) if l.endswith("h = torch.nn.functional.gelu(self.fc1(x))"))
+    assert lines[gelu_line].startswith(f"[{mlp_capture.execution_count - 1}] line 9:")
+    assert "gelu" in "\n".join(lines[gelu_line + 1:gelu_line + 8])
+    assert any(l.strip().endswith("aopt.step()") for l in lines)

@@ -3,7 +3,7 @@
     %load_ext xla_lab        # first cell: sets the XLA runtime up for capture
     %%xla                    # run a cell on the lazy XLA device and see every sync it made
 
-Public API: ``history()``, ``last()``, ``CellCapture``, ``StepRecord``.
+Public API: ``history()``, ``last()``, ``annotate()``, ``CellCapture``, ``StepRecord``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from xla_lab.capture.records import SCHEMA, CaptureFormatError, CellCapture, GraphArtifacts, StepRecord
 
 __version__ = "0.1.0"
-__all__ = ["SCHEMA", "CaptureFormatError", "CellCapture", "GraphArtifacts", "StepRecord", "history", "last",
+__all__ = ["SCHEMA", "CaptureFormatError", "CellCapture", "GraphArtifacts", "StepRecord", "annotate", "history", "last",
            "load_ipython_extension", "unload_ipython_extension"]
 
 
@@ -31,6 +31,13 @@ def last() -> CellCapture:
     if not runs:
         raise LookupError("no %%xla cell has run yet in this kernel")
     return runs[-1]
+
+
+def annotate(target) -> str:
+    """The source lines of a capture (or step) with the XLA kernels each line feeds."""
+    from xla_lab.view.annotate import annotate as _annotate
+
+    return _annotate(target)
 
 
 def load_ipython_extension(ipython) -> None:

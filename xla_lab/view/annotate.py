@@ -1,0 +1,34 @@
+"""Source lines annotated with the kernels they feed (the way ``%%cython -a`` annotates lines)."""
+
+from __future__ import annotations
+
+from xla_lab.capture.records import CellCapture, StepRecord
+
+from .details import fmt_count, main_step
+
+
+def line_kernels(step: StepRecord) -> list[tuple[dict, list[dict]]]:
+    """(line, kernels) for every cell line that feeds a kernel of the step's optimized graph,
+    ordered by where the line first appears in the program."""
+    by_line: dict[tuple, tuple[dict, list[dict]]] = {}
+    for k in step.fusions or []:
+        for ln in k["lines"]:
+            entry = by_line.setdefault((ln.get("cell"), ln["line"]), (ln, []))
+            entry[1].append(k)
+    return list(by_line.values())
+
+
+def annotate(target: CellCapture | StepRecord) -> str:
+    """Text: each line with the kernels it feeds, their kinds, aten ops and estimated flops."""
+    step = main_step(target) if isinstance(target, CellCapture) else target
+    if step is None or not step.fusions:
+        return "no compiled graph with a fusion map in this capture"
+    out = []
+    for ln, kernels in line_kernels(step):
+        where = f"[{ln['cell']}] line {ln['line']}" if ln.get("cell") is not None else f"line {ln['line']}"
+        out.append(f"{where}: {ln.get('code') or ''}")
+        for k in sorted(kernels, key=lambda k: (-k["flops"], k["name"])):
+            inferred = " (via data flow)" if k.get("lines_inferred") else ""
+            ops = ", ".join(op.removeprefix("aten::") for op in k["aten_ops"])
+            out.append(f"    {k['name']:<28} {k['kind']:<10} {fmt_count(k['flops'], 'FLOP'):>12}  {ops}{inferred}")
+    return "\n".join(out)
