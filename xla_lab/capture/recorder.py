@@ -311,21 +311,15 @@ class CellRecorder:
         for step in steps:
             if step.cache != "miss":
                 continue
-            baseline = None
-            for other in reversed(steps[:step.index]):
-                if (other.sync_line, other.sync_cause) == (step.sync_line, step.sync_cause) \
-                        and other.graph_hash != step.graph_hash:
-                    baseline = other
-                    break
+            candidates = [other for other in reversed(steps[:step.index])
+                          if (other.sync_line, other.sync_cause) == (step.sync_line, step.sync_cause)]
             for run in previous_runs:
-                if baseline is not None:
-                    break
-                same_slot = [s for s in run.steps if s.index == step.index]
-                same_site = [s for s in run.steps if (s.sync_line, s.sync_cause) == (step.sync_line, step.sync_cause)]
-                for candidate in same_slot + same_site:
-                    if candidate.graph_hash != step.graph_hash:
-                        baseline = candidate
-                        break
+                candidates += [s for s in run.steps if s.index == step.index]
+                candidates += [s for s in run.steps
+                               if (s.sync_line, s.sync_cause) == (step.sync_line, step.sync_cause)]
+            candidates = [c for c in candidates if c.graph_hash != step.graph_hash]
+            # Prefer a graph with as many inputs: then the difference is in what those inputs are.
+            baseline = next((c for c in candidates if _same_arity(c, step)), candidates[0] if candidates else None)
             new = step.artifacts.signature if step.artifacts else None
             old = baseline.artifacts.signature if baseline is not None and baseline.artifacts else None
             split = None
@@ -443,6 +437,12 @@ class CellRecorder:
         if rest and steps:
             for op, n in rest.items():
                 steps[-1].fallback_ops[op] = steps[-1].fallback_ops.get(op, 0) + n
+
+
+def _same_arity(a: StepRecord, b: StepRecord) -> bool:
+    sa = a.artifacts.signature if a.artifacts else None
+    sb = b.artifacts.signature if b.artifacts else None
+    return bool(sa and sb) and len(sa["params"]) == len(sb["params"])
 
 
 def _align(samples: list[Sample], n: int) -> list[Sample | None]:
