@@ -254,6 +254,14 @@ class CellRecorder:
         else:
             self._steps_from_metrics(delta)
         self._assign_timings(delta)
+        executions, compiles = delta.counts["execute"], delta.counts["compile"]
+        misses = sum(1 for s in self.capture.steps if s.cache == "miss")
+        if self.capture.steps and (executions != len(self.capture.steps) or compiles != misses):
+            self.capture.notes.append(
+                f"torch_xla recorded {executions} executions and {compiles} compiles for {len(self.capture.steps)} "
+                f"steps with {misses} misses (work outside the graph syncs, e.g. another thread, ran too): "
+                "per-step times were matched to the latest samples and may be shifted; totals are exact."
+            )
         if self._tracking.compiled_while_paused:
             self.capture.notes.append(
                 f"{self._tracking.compiled_while_paused} graph(s) compiled after the loop had reached a "
