@@ -238,6 +238,17 @@ def _balanced_end(s: str, pos: int) -> int:
                 return pos
 
 
+def _skip(s: str, c: str, j: int, where: str = "") -> int:
+    """``c`` found at ``j`` opens a string, a comment or a bracket group: the position after it."""
+    if c == '"':
+        return _string_end(s, j)
+    if c == "/*":
+        return _comment_end(s, j)
+    if c in _CLOSER:
+        return _balanced_end(s, j)
+    raise _Fail(f"unbalanced brackets: unexpected '{c}'{where}")
+
+
 def _value_end(s: str, pos: int, end: int | None = None) -> int:
     """From ``pos``, the end of a value: the first ',' outside brackets and strings, or ``end``."""
     end = len(s) if end is None else end
@@ -248,14 +259,7 @@ def _value_end(s: str, pos: int, end: int | None = None) -> int:
         c, j = m.group(), m.start()
         if c == ",":
             return j
-        if c == '"':
-            pos = _string_end(s, j)
-        elif c == "/*":
-            pos = _comment_end(s, j)
-        elif c in _CLOSER:
-            pos = _balanced_end(s, j)
-        else:
-            raise _Fail(f"unbalanced brackets: unexpected '{c}'")
+        pos = _skip(s, c, j)
         if pos > end:
             raise _Fail("unbalanced brackets")
 
@@ -266,15 +270,7 @@ def _check_balanced(s: str) -> None:
         m = _BRACKET.search(s, pos)
         if m is None:
             return
-        c, j = m.group(), m.start()
-        if c == '"':
-            pos = _string_end(s, j)
-        elif c == "/*":
-            pos = _comment_end(s, j)
-        elif c in _CLOSER:
-            pos = _balanced_end(s, j)
-        else:
-            raise _Fail(f"unbalanced brackets: unexpected '{c}'")
+        pos = _skip(s, m.group(), m.start())
 
 
 def _split_items(s: str, start: int, end: int) -> list[str]:
@@ -294,15 +290,11 @@ def _split_items(s: str, start: int, end: int) -> list[str]:
             items.append("".join(parts))
             parts = []
             pos = seg = j + 1
-        elif c == "/*":
+        elif c == "/*":  # comments are dropped from the items
             parts.append(s[seg:j])
             pos = seg = _comment_end(s, j)
-        elif c == '"':
-            pos = _string_end(s, j)
-        elif c in _CLOSER:
-            pos = _balanced_end(s, j)
         else:
-            raise _Fail(f"unbalanced brackets: unexpected '{c}'")
+            pos = _skip(s, c, j)
         if pos > end:
             raise _Fail("unbalanced brackets")
 
@@ -316,14 +308,7 @@ def _shape_end(s: str, pos: int) -> int:
         c, j = m.group(), m.start()
         if c.isspace():
             return j
-        if c == '"':
-            pos = _string_end(s, j)
-        elif c == "/*":
-            pos = _comment_end(s, j)
-        elif c in _CLOSER:
-            pos = _balanced_end(s, j)
-        else:
-            raise _Fail(f"unbalanced brackets: unexpected '{c}' in the shape")
+        pos = _skip(s, c, j, " in the shape")
 
 
 _ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.))")
