@@ -718,21 +718,26 @@ def test_fuzz_mutated_fixtures(name, mutations):
     _check_parses_or_fails_cleanly(t)
 
 
-@settings(max_examples=200, deadline=2000, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(_SMALL), st.integers(0, 10**6), st.lists(st.tuples(st.integers(0, 10**4), _JUNK),
-                                                                   min_size=1, max_size=6))
-def test_fuzz_one_instruction_line(name, which, inserts):
-    """Many insertions of brackets, quotes and comment markers into one instruction line."""
-    lines = text(name).split("\n")
+def _with_junk_in_one_line(module_text: str, which: int, inserts, keep_one_line: bool = False) -> str:
+    """The module with ``inserts`` ((position, junk) pairs) put into its ``which``-th instruction line."""
+    lines = module_text.split("\n")
     candidates = [i for i, ln in enumerate(lines)
                   if " = " in ln and "(" in ln and not ln.startswith("HloModule")]
     i = candidates[which % len(candidates)]
     line = lines[i]
     for pos, junk in inserts:
         pos %= len(line) + 1
-        line = line[:pos] + junk + line[pos:]
+        line = line[:pos] + (junk.replace("\n", " ") if keep_one_line else junk) + line[pos:]
     lines[i] = line
-    _check_parses_or_fails_cleanly("\n".join(lines))
+    return "\n".join(lines)
+
+
+@settings(max_examples=200, deadline=2000, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_SMALL), st.integers(0, 10**6), st.lists(st.tuples(st.integers(0, 10**4), _JUNK),
+                                                                   min_size=1, max_size=6))
+def test_fuzz_one_instruction_line(name, which, inserts):
+    """Many insertions of brackets, quotes and comment markers into one instruction line."""
+    _check_parses_or_fails_cleanly(_with_junk_in_one_line(text(name), which, inserts))
 
 
 @settings(max_examples=200, deadline=2000, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -741,16 +746,7 @@ def test_fuzz_one_instruction_line(name, which, inserts):
 def test_fuzz_fast_path_agrees_with_the_scanner(name, which, inserts):
     """Mutated instruction lines: the fast path never accepts what the scanner rejects, or reads a line
     differently."""
-    lines = text(name).split("\n")
-    candidates = [i for i, ln in enumerate(lines)
-                  if " = " in ln and "(" in ln and not ln.startswith("HloModule")]
-    i = candidates[which % len(candidates)]
-    line = lines[i]
-    for pos, junk in inserts:
-        pos %= len(line) + 1
-        line = line[:pos] + junk.replace("\n", " ") + line[pos:]
-    lines[i] = line
-    _same_outcome("\n".join(lines))
+    _same_outcome(_with_junk_in_one_line(text(name), which, inserts, keep_one_line=True))
 
 
 @pytest.mark.parametrize("evil", [
