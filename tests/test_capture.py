@@ -288,3 +288,4 @@ def test_hit_on_a_graph_compiled_in_a_plain_cell_shows_its_hlo(ip, xla_cell, fre
     assert c.steps[0].cache == "hit"
     assert c.steps[0].hlo_after is not None and "HloModule" in c.steps[0].hlo_before
     assert c.steps[0].artifacts.compiled_in is None  # compiled outside any %%xla cell
+    assert c.steps[0].fusions and c.steps[0].artifacts.ir_source == "hlo-before"  # analysed on first use

@@ -38,9 +38,7 @@ def after_cell(result=None) -> None:
     s = session_mod.current()
     if s is not None:
         try:
-            from IPython import get_ipython
-
-            s.absorb_outside_work(CellFiles.from_shell(get_ipython(), None, None))
+            s.absorb_outside_work()
         except Exception as exc:  # never disturb the user's cell for this
             print(f"xla_lab: could not read XLA's output after the cell: {exc}", file=sys.stderr)
 
@@ -96,7 +94,7 @@ class XlaMagics(Magics):
         if last is not None:
             expr = compile(ast.Expression(last.value), filename, "eval", flags=shell.compile.flags,
                            dont_inherit=True)
-        session.absorb_outside_work(CellFiles.from_shell(shell, None, None))  # e.g. silent executions
+        session.absorb_outside_work()  # e.g. silent executions since the last cell
         recorder = session.recorder(cell_id=_cell_id(shell, cell), execution_count=count, source=cell,
                                     cell_file=filename, graph_name=_graph_name(args.name, count),
                                     track_lines=args.track_lines,

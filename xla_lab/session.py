@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xla_lab import runtime
-from xla_lab.capture.analysis import CellFiles, analyze
+from xla_lab.capture.analysis import CellFiles
 from xla_lab.capture.dumps import DumpDirectory
 from xla_lab.capture.records import CellCapture
 from xla_lab.capture.recorder import CellRecorder
@@ -35,9 +35,9 @@ class Session:
     def add(self, capture: CellCapture) -> None:
         self.history.append(capture)
 
-    def absorb_outside_work(self, cells: CellFiles | None = None) -> None:
+    def absorb_outside_work(self) -> None:
         """After a cell that was not ``%%xla``: keep the HLO of graphs it compiled (a later ``%%xla``
-        cell that hits them then shows their HLO), empty the logs, and delete the dump's other files."""
+        cell that hits them analyses and shows it), empty the logs, and delete the dump's other files."""
         if not self.runtime.sync_log:
             self.dumps.collect()
             return
@@ -49,7 +49,7 @@ class Session:
         for event, module in zip(compiles, modules):
             art = self.store.get_or_create(event.graph_hash, event.graph_name)
             self.store.attach_module(art, module, None)
-            analyze(art, module.proto_before, module.proto_after, cells or CellFiles())
+            self.store.defer_analysis(art, module)
 
     def clear(self) -> None:
         self.history.clear()

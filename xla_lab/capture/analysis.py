@@ -18,7 +18,7 @@ from xla_lab.hlo.parser import HloModule, HloParseError, parse_module
 from xla_lab.hlo.proto_frames import ProtoError, PyFrame, instruction_stacks
 from xla_lab.hlo.recompile import graph_signature
 
-from .lowered_graph import ir_nodes_from_module
+from .lowered_graph import format_ir_text, ir_nodes_from_module
 from .records import GraphArtifacts
 
 
@@ -50,7 +50,8 @@ class CellFiles:
 
 def analyze(art: GraphArtifacts, proto_before: bytes | None, proto_after: bytes | None,
             cells: CellFiles) -> list[str]:
-    """Fill ``art.fusions``, ``art.memory``, ``art.signature``. Returns problems worth a note.
+    """Fill ``art.fusions``, ``art.memory``, ``art.signature`` and (unless torch_xla's own IR text is
+    there) ``art.ir_text`` rebuilt from the HLO. Returns problems worth a note.
 
     Call stacks are read from the pre-optimization proto only (small; the optimized one of a large
     model is 10x bigger and slow to decode in Python). Optimized instructions keep their op's
@@ -97,6 +98,9 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
 
     if before is not None:
         nodes = ir_nodes_from_module(before)
+        if art.ir_source != "lazy-ir":  # torch_xla's own IR text (IR log on) is preferred
+            art.ir_text = format_ir_text(nodes)
+            art.ir_source = "hlo-before"
         for n in nodes:
             where = None
             for member in n["hlo"]:

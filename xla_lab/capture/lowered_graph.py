@@ -85,8 +85,13 @@ def ir_nodes_from_module(module: HloModule) -> list[dict]:
 
 
 def ir_text_from_hlo(hlo_before: str) -> str:
+    return format_ir_text(ir_nodes_from_module(parse_module(hlo_before)))
+
+
+def format_ir_text(nodes: list[dict]) -> str:
+    """Rebuilt nodes in torch_xla's IR text format (with each node's HLO instructions)."""
     lines = [HEADER]
-    for n in ir_nodes_from_module(parse_module(hlo_before)):
+    for n in nodes:
         line = f"  %{n['id']} = {n['shape']} {n['op']}({', '.join(f'%{o}' for o in n['operands'])})"
         if n["location"]:
             line += f", location={n['location']}"

@@ -292,14 +292,16 @@ class CellRecorder:
             artifacts = self.store.get_or_create(ev.graph_hash, ev.graph_name)
             if ev.graph_hash in ir_by_hash:
                 self.store.attach_ir(artifacts, ir_by_hash[ev.graph_hash])
+            module = None
             if miss:
                 module = module_queue.pop(0) if module_queue else None
                 if module is not None:
                     self.store.attach_module(artifacts, module, self.capture.execution_count)
-                    self.capture.notes.extend(
-                        analyze(artifacts, module.proto_before, module.proto_after, self.cells))
                 elif self.runtime.hlo_dump:
                     self.capture.notes.append(f"no XLA dump was found for the compile of {ev.graph_hash}")
+            module = module or self.store.take_unanalyzed(ev.graph_hash)  # compiled outside %%xla
+            if module is not None:
+                self.capture.notes.extend(analyze(artifacts, module.proto_before, module.proto_after, self.cells))
             is_explicit = any(f.function == HOOK_FUNCTION for f in ev.frames)
             record = explicit.pop(0) if (is_explicit and explicit) else None
             cause, line = self._cause(ev, record)

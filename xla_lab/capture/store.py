@@ -7,15 +7,15 @@ steps shares one object. Later work adds an LRU cap here (long sessions).
 from __future__ import annotations
 
 from .dumps import CompiledModule
-from xla_lab.hlo.parser import HloParseError
-
-from .lowered_graph import ir_text_from_hlo
 from .records import GraphArtifacts
 
 
 class ArtifactStore:
     def __init__(self):
         self._by_hash: dict[str, GraphArtifacts] = {}
+        # Compiles seen outside %%xla cells wait here until a %%xla step runs their graph, so plain
+        # cells do not pay for an analysis nobody may look at.
+        self._unanalyzed: dict[str, CompiledModule] = {}
 
     def get_or_create(self, graph_hash: str, graph_name: str | None) -> GraphArtifacts:
         art = self._by_hash.get(graph_hash)
@@ -33,12 +33,13 @@ class ArtifactStore:
         art.compiled_in = execution_count
         if art.graph_name is None:
             art.graph_name = module.graph_name
-        if art.ir_source != "lazy-ir" and module.hlo_before:
-            try:
-                art.ir_text = ir_text_from_hlo(module.hlo_before)
-                art.ir_source = "hlo-before"
-            except HloParseError:
-                pass  # the HLO is still shown; only the rebuilt graph is missing
+        self._unanalyzed.pop(art.graph_hash, None)
+
+    def defer_analysis(self, art: GraphArtifacts, module: CompiledModule) -> None:
+        self._unanalyzed[art.graph_hash] = module
+
+    def take_unanalyzed(self, graph_hash: str) -> CompiledModule | None:
+        return self._unanalyzed.pop(graph_hash, None)
 
     def attach_ir(self, art: GraphArtifacts, ir_text: str) -> None:
         """torch_xla's own IR text (IR log on) is preferred over the graph rebuilt from HLO."""
@@ -54,3 +55,4 @@ class ArtifactStore:
 
     def clear(self) -> None:
         self._by_hash.clear()
+        self._unanalyzed.clear()
