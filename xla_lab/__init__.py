@@ -3,7 +3,11 @@
     %load_ext xla_lab        # first cell: sets the XLA runtime up for capture
     %%xla                    # run a cell on the lazy XLA device and see every sync it made
 
-Public API: ``history()``, ``last()``, ``annotate()``, ``CellCapture``, ``StepRecord``.
+    @xla_lab.step            # a step whose state comes through its arguments: precompiled ahead
+    %xla queue               # what the precompile queue is doing
+
+Public API: ``history()``, ``last()``, ``annotate()``, ``step``, ``queue()``, ``CellCapture``,
+``StepRecord``.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import sys
 from xla_lab.capture.records import SCHEMA, CaptureFormatError, CellCapture, GraphArtifacts, StepRecord
 
 __version__ = "0.1.0"
-__all__ = ["SCHEMA", "CaptureFormatError", "CellCapture", "GraphArtifacts", "StepRecord", "annotate", "history", "last",
+__all__ = ["SCHEMA", "CaptureFormatError", "CellCapture", "GraphArtifacts", "StepRecord", "annotate", "history", "last", "queue", "step",
            "load_ipython_extension", "unload_ipython_extension"]
 
 
@@ -33,6 +37,24 @@ def last() -> CellCapture:
     return runs[-1]
 
 
+def step(fn=None, **options):
+    """Mark a step function for the precompile queue: ``@xla_lab.step`` or ``@xla_lab.step(buckets=...)``.
+    Its state must come through its arguments; see ``xla_lab.precompile.step.step`` for the options."""
+    from xla_lab.precompile.step import step as _step
+
+    return _step(fn, **options)
+
+
+def queue():
+    """The precompile queue of this kernel (``%load_ext xla_lab`` starts it)."""
+    from xla_lab import session
+
+    s = session.current()
+    if s is None or s.queue is None:
+        raise LookupError("the precompile queue starts with %load_ext xla_lab")
+    return s.queue
+
+
 def annotate(target) -> str:
     """The source lines of a capture (or step) with the XLA kernels each line feeds."""
     from xla_lab.view.annotate import annotate as _annotate
@@ -43,12 +65,14 @@ def annotate(target) -> str:
 def load_ipython_extension(ipython) -> None:
     """``%load_ext xla_lab``: set the runtime up (before the PJRT client starts) and add the magics."""
     from xla_lab import session
-    from xla_lab.magics import XlaMagics, after_cell, forget_cell, remember_cell
+    from xla_lab.magics import XlaMagics, after_cell, forget_cell, queue_busy, queue_idle, remember_cell
 
     s = session.get()
+    s.start_queue(ipython.user_ns)
     ipython.register_magics(XlaMagics)
-    for event, callback in (("pre_execute", forget_cell), ("pre_run_cell", remember_cell),
-                            ("post_run_cell", after_cell)):
+    for event, callback in (("pre_execute", queue_busy), ("pre_execute", forget_cell),
+                            ("pre_run_cell", remember_cell), ("post_run_cell", after_cell),
+                            ("post_execute", queue_idle)):
         if callback not in ipython.events.callbacks[event]:
             ipython.events.register(event, callback)
     for problem in s.runtime.problems:
@@ -56,11 +80,17 @@ def load_ipython_extension(ipython) -> None:
 
 
 def unload_ipython_extension(ipython) -> None:
-    """``%unload_ext xla_lab``: remove the magics. Captures stay readable through ``history()``."""
-    from xla_lab.magics import after_cell, forget_cell, remember_cell
+    """``%unload_ext xla_lab``: remove the magics and pause the precompile queue. Captures stay
+    readable through ``history()``."""
+    from xla_lab import session
+    from xla_lab.magics import after_cell, forget_cell, queue_busy, queue_idle, remember_cell
 
-    for event, callback in (("pre_execute", forget_cell), ("pre_run_cell", remember_cell),
-                            ("post_run_cell", after_cell)):
+    s = session.current()
+    if s is not None and s.queue is not None:
+        s.queue.pause()
+    for event, callback in (("pre_execute", queue_busy), ("pre_execute", forget_cell),
+                            ("pre_run_cell", remember_cell), ("post_run_cell", after_cell),
+                            ("post_execute", queue_idle)):
         if callback in ipython.events.callbacks[event]:
             ipython.events.unregister(event, callback)
     magics = ipython.magics_manager.magics

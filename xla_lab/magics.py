@@ -14,7 +14,8 @@ from xla_lab import session as session_mod
 from xla_lab.capture.analysis import CellFiles
 from xla_lab.view.summary import SummaryView, to_text
 
-LINE_COMMANDS = ("status", "history", "show", "clear")
+LINE_COMMANDS = ("status", "history", "show", "clear", "queue")
+QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")
 _current_cell = {"info": None}
 
 
@@ -28,6 +29,20 @@ def forget_cell() -> None:
     """``pre_execute`` callback (fires for silent executions too, which skip pre_run_cell)."""
     _current_cell["info"] = None
     _current_cell["was_xla"] = False
+
+
+def queue_busy() -> None:
+    """``pre_execute`` callback: no precompile job may overlap user code; wait for one in flight."""
+    s = session_mod.current()
+    if s is not None and s.queue is not None:
+        s.queue.kernel_busy()
+
+
+def queue_idle() -> None:
+    """``post_execute`` callback (silent executions too): the kernel is idle, the queue may work."""
+    s = session_mod.current()
+    if s is not None and s.queue is not None:
+        s.queue.kernel_idle()
 
 
 def after_cell(result=None) -> None:
@@ -55,7 +70,8 @@ class XlaMagics(Magics):
               help="Source lines on traced ops cost a stack walk per op. 'auto' (default) pauses them once "
                    "a loop hits the cache twice in a row and resumes after any compile; 'always' keeps them.")
     @argument("command", nargs="*",
-              help="Line magic only: status | history | show [N] | clear.")
+              help="Line magic only: status | history | show [N] | clear | "
+                   "queue [status | pause | resume | clear | run | add STEP ARG=8x128 ...].")
     @line_cell_magic
     def xla(self, line: str, cell: str | None = None):
         """Run a cell on the lazy XLA device and show what XLA did with it.
@@ -68,7 +84,9 @@ class XlaMagics(Magics):
 
         As a line magic: ``%xla status`` (device, runtime, dump directory, what is on),
         ``%xla history``, ``%xla show [N]`` (capture N of the history, default the last),
-        ``%xla clear``.
+        ``%xla clear``,
+        ``%xla queue`` (the precompile queue: ``status``, ``pause``, ``resume``, ``clear``, ``run``
+        to run the pending jobs now, ``add STEP x=8x256 y=8x256`` to queue a variant of a marked step).
         """
         __tracebackhide__ = True  # noqa: F841  (IPython hides this frame from user tracebacks)
         args = parse_argstring(self.xla, line)
@@ -117,6 +135,10 @@ class XlaMagics(Magics):
                 else:
                     recorder.capture.notes.append(f"the final sync after the error also failed: {exc}")
         capture = recorder.finish(error)
+        wait = session.queue.last_wait if session.queue is not None else None
+        if wait is not None and wait.seconds >= 0.05:
+            capture.notes.append(f"the cell waited {wait.seconds:.3f} s for the precompile job {wait.job} "
+                                 "to finish compiling before it started")
         session.add(capture)
         if not args.quiet:
             _show(shell, SummaryView(capture))
@@ -149,11 +171,69 @@ class XlaMagics(Magics):
             except IndexError:
                 raise ValueError(f"no capture {index} (history has {len(session.history)})") from None
             _show(self.shell, SummaryView(capture, max_rows=None))
+        elif verb == "queue":
+            return self._queue(session, command[1:])
         elif verb == "clear":
             n = len(session.history)
             session.clear()
             print(f"xla_lab: cleared {n} captures and the stored graphs.")
         return None
+
+
+    def _queue(self, session, command: list[str]):
+        """%xla queue [status|pause|resume|clear|run|add STEP ARG=AxB ...]"""
+        from xla_lab.view import queue_view
+
+        queue = session.start_queue(self.shell.user_ns)
+        verb = command[0] if command else "status"
+        if verb not in QUEUE_COMMANDS:
+            raise ValueError(f"unknown %xla queue command {verb!r}; use one of: {', '.join(QUEUE_COMMANDS)}")
+        if verb == "pause":
+            queue.pause()
+            print("xla_lab: precompile queue paused (jobs in the queue wait for %xla queue resume).")
+        elif verb == "resume":
+            queue.resume()
+            print("xla_lab: precompile queue resumed.")
+        elif verb == "clear":
+            print(f"xla_lab: dropped {queue.clear()} pending precompile jobs.")
+        elif verb == "run":
+            # What a pause to read and think gives the queue, on demand (and deterministic in
+            # notebooks run top to bottom, where cells follow each other with no idle time).
+            queue.plan()
+            queue.run_pending()
+            _show(self.shell, queue_view.QueueView(queue))
+        elif verb == "add":
+            queue.add_variant(*_parse_variant(queue, command[1:]))
+            _show(self.shell, queue_view.QueueView(queue))
+        elif _is_terminal(self.shell):
+            _show(self.shell, queue_view.QueueView(queue))
+        else:
+            from IPython.display import display
+
+            display(queue_view.live_widget(queue))
+        return None
+
+
+def _parse_variant(queue, words: list[str]):
+    """``STEP x=8x128 y=8x128`` -> (step, {"x": (8, 128), "y": (8, 128)})."""
+    if not words:
+        raise ValueError("usage: %xla queue add STEP ARG=8x128 [ARG=...]")
+    steps = {s.name: s for s in queue.steps()}
+    if words[0] not in steps:
+        known = ", ".join(steps) or "none (mark one with @xla_lab.step)"
+        raise ValueError(f"no marked step named {words[0]!r}; marked steps: {known}")
+    shapes = {}
+    for word in words[1:]:
+        name, sep, shape = word.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            shapes[name] = tuple(int(d) for d in shape.lower().split("x")) if shape else ()
+        except ValueError:
+            raise ValueError(f"cannot read {word!r}: write ARG=8x128 (a scalar is ARG=)") from None
+    if not shapes:
+        raise ValueError("give at least one ARG=shape, e.g. x=8x256")
+    return steps[words[0]], shapes
 
 
 def status_text(session) -> str:
@@ -172,11 +252,12 @@ def status_text(session) -> str:
 def history_text(session) -> str:
     if not session.history:
         return "xla_lab: no %%xla cell has run yet."
-    lines = [f"{'#':>3} {'cell':>6} {'name':<16} {'steps':>6} {'compiled':>8} {'hits':>6} {'compile s':>10}"]
+    lines = [f"{'#':>3} {'cell':>6} {'name':<16} {'steps':>6} {'compiled':>8} {'hits':>6} {'precomp':>7} "
+             f"{'compile s':>10}"]
     for i, c in enumerate(session.history):
         cell = f"[{c.execution_count}]" if c.execution_count is not None else ""
         lines.append(f"{i:>3} {cell:>6} {(c.graph_name or '')[:16]:<16} {len(c.steps):>6} "
-                     f"{c.compiles:>8} {c.cache_hits:>6} {c.total('compile_s'):>10.3f}"
+                     f"{c.compiles:>8} {c.cache_hits:>6} {c.precompiled:>7} {c.total('compile_s'):>10.3f}"
                      + ("  (raised)" if c.error else ""))
     return "\n".join(lines)
 

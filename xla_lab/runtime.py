@@ -37,6 +37,7 @@ class RuntimeState:
     sync_log: bool = True  # PT_XLA_DEBUG analysis reaches us (steps, causes, hashes)
     ir_log: bool = False  # torch_xla's IR text of every sync (opt-in: XLA_LAB_IR_LOG=1, costly)
     debug_metadata: bool = True  # source lines on IR nodes / HLO instructions
+    persistent_cache: str = "not set up"  # set by xla_lab.precompile.persistent.enable
     problems: list[str] = field(default_factory=list)
 
     def describe(self) -> list[tuple[str, str]]:
@@ -50,6 +51,7 @@ class RuntimeState:
             ("sync log (steps, causes, graph hashes)", on(self.sync_log)),
             ("lazy-IR text of every sync (XLA_LAB_IR_LOG=1)", "on" if self.ir_log else "off (graph rebuilt from HLO)"),
             ("IR/HLO source-line metadata", on(self.debug_metadata)),
+            ("persistent compile cache", self.persistent_cache),
         ]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from xla_lab import runtime
 from xla_lab.capture.analysis import CellFiles
 from xla_lab.capture.dumps import DumpDirectory
@@ -17,12 +19,31 @@ def _compile_blocks(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if line.startswith(prefix))
 
 
+_EXECUTED_HASH = re.compile(r"^(?:Unexpected )?Execution Analysis: \s*Graph Hash: (\S+)", re.M)
+
+
 class Session:
     def __init__(self):
         self.runtime = runtime.prepare()
+        if self.runtime.persistent_cache == "not set up":
+            from xla_lab.precompile import persistent
+
+            self.runtime.persistent_cache = persistent.enable(self.runtime.device_env)
         self.store = ArtifactStore()
         self.dumps = DumpDirectory(self.runtime.dump_dir)
         self.history: list[CellCapture] = []
+        self.queue = None  # the precompile queue, made by start_queue()
+
+    def start_queue(self, namespace=None):
+        """The precompile queue of this kernel (made once)."""
+        from xla_lab.precompile import queue as queue_mod
+
+        if self.queue is None:
+            variables = namespace if callable(namespace) or namespace is None else (lambda: namespace)
+            self.queue = queue_mod.get(lambda: queue_mod.PrecompileQueue(
+                lambda: self.absorb_outside_work(claim=False), variables))
+            self.queue.persistent_cache = self.runtime.persistent_cache
+        return self.queue
 
     def recorder(self, *, cell_id: str, execution_count: int | None, source: str,
                  cell_file: str | None, graph_name: str | None, track_lines: str = "auto",
@@ -30,26 +51,34 @@ class Session:
         return CellRecorder(self.runtime, self.store, self.dumps, cell_id=cell_id,
                             execution_count=execution_count, source=source, cell_file=cell_file,
                             graph_name=graph_name, track_lines=track_lines, cells=cells,
-                            earlier=self.history)
+                            earlier=self.history,
+                            claim_precompiled=self.queue.claim if self.queue is not None else None)
 
     def add(self, capture: CellCapture) -> None:
         self.history.append(capture)
 
-    def absorb_outside_work(self) -> None:
-        """After a cell that was not ``%%xla``: keep the HLO of graphs it compiled (a later ``%%xla``
-        cell that hits them analyses and shows it), empty the logs, and delete the dump's other files."""
+    def absorb_outside_work(self, claim: bool = True) -> list[str]:
+        """After work outside ``%%xla`` cells (plain cells, precompile jobs): keep the HLO of graphs it
+        compiled (a later ``%%xla`` cell that hits them analyses and shows it), empty the logs, and
+        delete the dump's other files. Returns the hashes compiled, in order."""
         if not self.runtime.sync_log:
             self.dumps.collect()
-            return
+            return []
         text = AppendedLog(self.runtime.debug_file).read_and_reset()
         if self.runtime.ir_log:
             AppendedLog(self.runtime.ir_file).read_and_reset()
         compiles = [e for e in parse_debug_log(_compile_blocks(text)) if e.kind == "compile"]
+        compiled = {e.graph_hash for e in compiles}
+        if claim and self.queue is not None:  # a plain cell ran a precompiled graph: it counts as used
+            for h in dict.fromkeys(_EXECUTED_HASH.findall(text)):
+                if h not in compiled:
+                    self.queue.claim(h)
         modules = self.dumps.collect()
         for event, module in zip(compiles, modules):
             art = self.store.get_or_create(event.graph_hash, event.graph_name)
             self.store.attach_module(art, module, None)
             self.store.defer_analysis(art, module)
+        return [e.graph_hash for e in compiles]
 
     def clear(self) -> None:
         self.history.clear()

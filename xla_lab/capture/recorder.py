@@ -156,8 +156,10 @@ class CellRecorder:
     def __init__(self, runtime, store: ArtifactStore, dumps: DumpDirectory, *, cell_id: str,
                  execution_count: int | None, source: str, cell_file: str | None,
                  graph_name: str | None, track_lines: str = "auto", cells: CellFiles | None = None,
-                 earlier: list[CellCapture] | None = None):
+                 earlier: list[CellCapture] | None = None, claim_precompiled=None):
         self.runtime = runtime
+        # graph hash -> seconds a precompile job saved, for the first real run of a graph it compiled
+        self.claim_precompiled = claim_precompiled
         self.store = store
         self.cells = cells or CellFiles({cell_file: execution_count} if cell_file else {})
         self.earlier = earlier or []  # captures of earlier cell runs, oldest first
@@ -305,10 +307,11 @@ class CellRecorder:
             is_explicit = any(f.function == HOOK_FUNCTION for f in ev.frames)
             record = explicit.pop(0) if (is_explicit and explicit) else None
             cause, line = self._cause(ev, record)
+            saved = None if miss or self.claim_precompiled is None else self.claim_precompiled(ev.graph_hash)
             steps.append(StepRecord(
                 index=len(steps), graph_name=ev.graph_name, graph_hash=ev.graph_hash,
-                cache="miss" if miss else "hit", sync_cause=cause, sync_line=line,
-                sync_code=self._code(line), artifacts=artifacts,
+                cache="miss" if miss else ("hit" if saved is None else "precompiled"), sync_cause=cause,
+                sync_line=line, sync_code=self._code(line), artifacts=artifacts, saved_s=saved,
             ))
             self._explicit_of_step.append(record)
         self.capture.steps = steps

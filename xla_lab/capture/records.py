@@ -87,6 +87,7 @@ class StepRecord:
     timings: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(TIMING_KEYS))
     fallback_ops: dict[str, int] = field(default_factory=dict)
     recompile_reason: str | None = None  # for cache misses: what changed from the nearest earlier graph
+    saved_s: float | None = None  # cache="precompiled": the compile seconds a precompile job took off this step
     artifacts: GraphArtifacts | None = field(default=None, repr=False)
 
     # Heavy text is read through the shared per-hash artifacts.

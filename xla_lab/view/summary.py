@@ -40,7 +40,8 @@ def headline(c: CellCapture) -> str:
     parts = [f"xla_lab cell{count}{name}: {n} step{'s' if n != 1 else ''}",
              f"{c.compiles} compiled", f"{c.cache_hits} cache hit{'s' if c.cache_hits != 1 else ''}"]
     if c.precompiled:
-        parts.append(f"{c.precompiled} precompiled")
+        saved = sum(s.saved_s or 0.0 for s in c.steps)
+        parts.append(f"{c.precompiled} precompiled (saved {saved:.3f} s of compiling)")
     return ", ".join(parts)
 
 
@@ -96,10 +97,10 @@ def to_text(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
     lines = [headline(c), "  " + totals_line(c)]
     rows = summary_rows(c)
     if rows:
-        lines.append(f"  {'step':<14}{'cache':<6} {'compile':>9} {'execute':>9}  cause / line")
+        lines.append(f"  {'step':<14}{'cache':<11} {'compile':>9} {'execute':>9}  cause / line")
         for r in rows[:max_rows]:
             where = f" @ line {r.line}" if r.line else ""
-            lines.append(f"  {r.steps:<14}{r.cache:<6} {_fmt_s(r.compile_s):>9} {_fmt_s(r.execute_s):>9}"
+            lines.append(f"  {r.steps:<14}{r.cache:<11} {_fmt_s(r.compile_s):>9} {_fmt_s(r.execute_s):>9}"
                          f"  {r.cause}{where}")
         if max_rows is not None and len(rows) > max_rows:
             lines.append(f"  ... {len(rows) - max_rows} more rows (%xla show for all)")

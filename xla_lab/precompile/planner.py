@@ -1,0 +1,202 @@
+"""Guess the graphs the user is about to need, from the steps they ran.
+
+Each guess is a ``Variant``: a step, the call whose arguments it borrows, the shapes that change, and
+the module mode. In the order they are usually needed:
+
+1. the same call again from the current state: after a first step this is the steady-state graph
+   (the optimizer created its state, so the graph changed);
+2. the last short batch of a DataLoader feeding the step (``len(dataset) % batch_size``);
+3. the step in the other module mode it has been run in (train / eval);
+4. other marked steps that take the same arguments by name (an eval step after a train step; a step
+   never run yet only when it declares its mode),
+   with the latest shapes;
+5. declared shape buckets (e.g. sequence lengths), nearest first;
+6. declared variants (``variants=`` or ``%xla queue add``).
+
+A variant whose key (step, state fingerprint, shapes, mode) has already run is dropped: its graph is
+in XLA's cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .step import StepCall, StepFunction, state_fingerprint
+
+
+@dataclass
+class Variant:
+    step: StepFunction
+    call: StepCall  # whose arguments the shadow copies
+    shapes: dict[str, tuple[int, ...]]  # every XLA tensor argument's shape in this variant
+    training: bool | None
+    reason: str
+
+    def changed(self) -> dict[str, tuple[int, ...]]:
+        """Arguments whose shape differs from the call's: the shadow gives them fresh zero tensors."""
+        return {k: v for k, v in self.shapes.items() if self.call.shapes.get(k) != v}
+
+    def key(self) -> tuple:
+        return (self.step.name, id(self.step), state_fingerprint(list(self.call.bound().values())),
+                tuple(sorted(self.shapes.items())), self.training)
+
+    def label(self) -> str:
+        shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in self.shapes.items())
+        mode = {True: "train", False: "eval", None: ""}[self.training]
+        return f"{self.step.name}({shapes}){' ' + mode if mode else ''}"
+
+
+def call_key(call: StepCall) -> tuple:
+    """The key of what a real call compiled (its state before the call)."""
+    return (call.step.name, id(call.step), call.state_before, tuple(sorted(call.shapes.items())),
+            call.training)
+
+
+def find_loaders(namespace: dict[str, Any] | None, extra: Iterable = ()) -> list[tuple[str, Any]]:
+    """DataLoaders in the notebook's namespace (or given), unwrapping torch_xla's device loaders."""
+    from torch.utils.data import DataLoader
+
+    found: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+    candidates = list((namespace or {}).items()) + [(getattr(x, "__name__", "loader"), x) for x in extra]
+    for name, value in candidates:
+        if name.startswith("_"):
+            continue
+        inner = getattr(value, "_loader", value)  # MpDeviceLoader / ParallelLoader keep the DataLoader
+        if isinstance(inner, DataLoader) and id(inner) not in seen:
+            seen.add(id(inner))
+            found.append((name, inner))
+    return found
+
+
+def tail_batch(loader) -> int | None:
+    """Size of the last, short batch of a DataLoader (None when every batch is full)."""
+    batch_size = getattr(loader, "batch_size", None)
+    if not batch_size or getattr(loader, "drop_last", False):
+        return None
+    try:
+        n = len(loader.dataset)
+    except TypeError:  # iterable datasets have no length
+        return None
+    rest = n % batch_size
+    return rest or None
+
+
+def feeds(loader, shapes: dict[str, tuple[int, ...]]) -> list[str]:
+    """The tensor arguments a DataLoader's batches fit: each sample's tensors, batched, must match
+    an argument's shape. [] when the loader does not feed this call."""
+    batch = loader.batch_size
+    try:
+        sample = loader.dataset[0]
+    except Exception:  # iterable or odd datasets: fall back on the batch size alone
+        return [k for k, v in shapes.items() if v and v[0] == batch]
+    items = sample if isinstance(sample, (tuple, list)) else [sample]
+    wanted = [(batch, *getattr(t, "shape", ())) for t in items if hasattr(t, "shape")]
+    matched = []
+    for shape in wanted:
+        name = next((k for k, v in shapes.items() if tuple(v) == tuple(shape) and k not in matched), None)
+        if name is None:
+            return []
+        matched.append(name)
+    return matched
+
+
+def _with_dim(shapes: dict[str, tuple[int, ...]], dims: dict[str, int], size: int) -> dict:
+    out = dict(shapes)
+    for name, dim in dims.items():
+        if name in out and -len(out[name]) <= dim < len(out[name]):
+            s = list(out[name])
+            s[dim] = size
+            out[name] = tuple(s)
+    return out
+
+
+def plan(steps: list[StepFunction], namespace: dict[str, Any] | None = None) -> list[Variant]:
+    """Variants worth compiling now, most likely first (duplicates removed, already-run ones kept:
+    the queue drops those it has seen)."""
+    out: list[Variant] = []
+    latest = sorted((_typical(s) for s in steps if s.calls), key=lambda c: -c.seq)
+    for step in steps:
+        if not step.calls or step.problems:
+            continue
+        call = step.calls[-1]
+        mode = _mode(step, call.training)
+        first_step = call.state_before != call.state_after
+        out.append(Variant(step, call, dict(call.shapes), mode,
+                           "steady state (the first step created optimizer state)" if first_step else "next step"))
+        for name, loader in find_loaders(namespace, step.loaders):
+            rest = tail_batch(loader)
+            batch = loader.batch_size
+            dims = {k: 0 for k in feeds(loader, call.shapes)} if rest else {}
+            if rest and dims:
+                out.append(Variant(step, call, _with_dim(call.shapes, dims, rest), mode,
+                                   f"last short batch of {name} ({rest} of {batch})"))
+        for other in {c.training for c in step.calls} - {call.training, None}:
+            if step.mode is None:
+                out.append(Variant(step, call, dict(call.shapes), other, "the other mode this step ran in"))
+    # Steps run with other shapes, or never run but declared for a mode (an eval step): borrow the
+    # latest call's arguments by name.
+    for step in steps:
+        if step.problems or (not step.calls and step.mode is None):
+            continue
+        for call in latest:
+            if call.step is step:
+                continue
+            bound = call.bound()
+            if not set(step.parameters) <= set(bound):
+                continue
+            borrowed = _borrow(step, call)
+            if step.calls and borrowed.shapes == step.calls[-1].shapes:
+                continue
+            out.append(borrowed)
+            break
+    for step in steps:
+        if step.problems or not step.calls or not step.buckets:
+            continue
+        call = _typical(step)
+        current = next((call.shapes[n][d] for n, d in step.bucket_dims.items() if n in call.shapes), None)
+        for size in sorted(step.buckets, key=lambda b: (abs(b - current) if current else b, b)):
+            shapes = _with_dim(call.shapes, step.bucket_dims, size)
+            out.append(Variant(step, call, shapes, _mode(step, call.training), f"declared bucket {size}"))
+    for step in steps:
+        if step.problems or not step.calls:
+            continue
+        call = _typical(step)
+        for declared in step.variants:
+            shapes = dict(call.shapes)
+            shapes.update({k: tuple(v) for k, v in declared.items()})
+            out.append(Variant(step, call, shapes, _mode(step, call.training), "declared variant"))
+    unique: dict[tuple, Variant] = {}
+    for v in out:
+        unique.setdefault((id(v.step), tuple(sorted(v.shapes.items())), v.training), v)
+    return list(unique.values())
+
+
+def _typical(step: StepFunction) -> StepCall:
+    """The latest of the step's recent calls with the largest batch: a short last batch is a poor
+    guess for the shapes of another step."""
+    def batch(call: StepCall) -> int:
+        return max((v[0] for v in call.shapes.values() if v), default=0)
+
+    biggest = max(batch(c) for c in step.calls)
+    return [c for c in step.calls if batch(c) == biggest][-1]
+
+
+def _mode(step: StepFunction, current: bool | None) -> bool | None:
+    if step.mode == "train":
+        return True
+    if step.mode == "eval":
+        return False
+    return current
+
+
+def _borrow(step: StepFunction, call: StepCall) -> Variant:
+    """``step`` run with the arguments of another step's call, matched by parameter name."""
+    bound = call.bound()
+    names = [n for n in step.parameters if n in bound]
+    borrowed = StepCall(step, tuple(bound[n] for n in names), {}, names,
+                        {n: call.shapes[n] for n in names if n in call.shapes},
+                        call.training, call.state_after, call.state_after, seq=call.seq)
+    return Variant(step, borrowed, dict(borrowed.shapes), _mode(step, call.training),
+                   f"{step.name} with the arguments of {call.step.name}")

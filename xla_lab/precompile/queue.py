@@ -1,0 +1,408 @@
+"""The precompile queue: compile the graphs the planner expects while the kernel is idle.
+
+Why it is built this way (see the precompile section of shared/design.md): a live ``torch_xla.sync()``
+takes every pending tensor on the device and a foreground sync waits for (or breaks on) a background
+compile, so jobs run *only* while the kernel is idle and never overlap user code:
+
+* ``kernel_idle`` (IPython's ``post_execute``) plans, then starts the worker after ``idle_delay``
+  seconds, so "Run all" never waits for jobs between cells;
+* ``kernel_busy`` (``pre_execute``, which fires for every execution, silent ones too) stops the worker
+  from taking another job; a job still copying or tracing is abandoned (its shadow dropped), one
+  already compiling is waited for, and the cell is told how long it waited and why.
+
+A job copies the step's state (``shadow.build_shadow``), runs the step on the copy with zero inputs of
+the variant's shapes, and syncs. XLA keeps the compiled graph in its cache, so the user's real step
+with those shapes hits it; ``claim`` turns that hit into ``cache="precompiled"`` with the seconds it
+saved. A job's errors and prints stay in the job; the user's objects and RNG states are untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .planner import Variant, call_key, plan
+from .shadow import RngState, build_shadow
+from .step import StepCall, StepFunction, _in_job
+
+STATES = ("pending", "running", "compiled", "cached", "failed")
+
+# Marked steps of this process by name (a re-run definition replaces the old one).
+_STEPS: dict[str, StepFunction] = {}
+_QUEUE: "PrecompileQueue | None" = None
+
+
+def register(step: StepFunction) -> None:
+    _STEPS[step.name] = step
+    if _QUEUE is not None:
+        _QUEUE.watch(step)
+
+
+@dataclass
+class Job:
+    number: int
+    variant: Variant
+    state: str = "pending"  # one of STATES
+    phase: str = ""  # while running: "copying state", "tracing", "compiling"
+    label: str = ""
+    reason: str = ""
+    started_at: float | None = None
+    wall_s: float | None = None
+    compiled: dict[str, float] = field(default_factory=dict)  # graph hash -> compile seconds
+    used: int = 0  # real steps that hit a graph this job compiled
+    saved_s: float = 0.0
+    shadow_bytes: int = 0
+    error: str | None = None
+    output: str = ""  # what the step printed on the shadow
+
+    @property
+    def compile_s(self) -> float:
+        return sum(self.compiled.values())
+
+
+@dataclass
+class Wait:
+    """A cell that waited for a job in flight."""
+
+    seconds: float
+    job: str
+
+
+class PrecompileQueue:
+    def __init__(self, absorb: Callable[[], list[str]], namespace: Callable[[], dict] | None = None,
+                 idle_delay: float = 0.5, max_jobs_per_plan: int = 8):
+        """``absorb`` reads what XLA wrote for work outside %%xla cells and returns the graph hashes
+        compiled, in order (``Session.absorb_outside_work``); ``namespace`` gives the notebook's
+        variables (for DataLoaders)."""
+        self.absorb = absorb
+        self.namespace = namespace or (lambda: {})
+        self.idle_delay = idle_delay
+        self.max_jobs_per_plan = max_jobs_per_plan
+        self.jobs: list[Job] = []
+        self.paused = False
+        self.blocked: str | None = None  # why pending jobs are not starting
+        self.last_wait: Wait | None = None
+        self.persistent_cache = "not set up"  # what xla_lab.precompile.persistent did, for the views
+        self.shadow_bytes_peak = 0
+        self.listeners: list[Callable[["PrecompileQueue"], None]] = []
+        self._seen: set[tuple] = set()  # keys whose graph already compiled
+        self._unclaimed: dict[str, Job] = {}  # graph hash -> job that compiled it, not yet used
+        self._lock = threading.RLock()
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._timer: threading.Timer | None = None
+        self._due = 0.0
+        self._current: Job | None = None
+        self._streams = None  # the kernel's stdout/stderr while a job redirects them
+        self._numbers = 0
+        for step in _STEPS.values():
+            self.watch(step)
+
+    # --- what the user ran ---------------------------------------------------------------------
+    def watch(self, step: StepFunction) -> None:
+        if self._on_call not in step.listeners:
+            step.listeners.append(self._on_call)
+        for call in step.calls:
+            self._on_call(call)
+
+    def _on_call(self, call: StepCall) -> None:
+        self._seen.add(call_key(call))
+
+    def steps(self) -> list[StepFunction]:
+        return list(_STEPS.values())
+
+    # --- planning --------------------------------------------------------------------------------
+    def plan(self) -> list[Job]:
+        """Queue the planner's variants that have not compiled yet."""
+        added = []
+        with self._lock:
+            queued = {j.variant.key() for j in self.jobs if j.state in ("pending", "running")}
+            for variant in plan(self.steps(), self.namespace()):
+                if len(added) >= self.max_jobs_per_plan:
+                    break
+                key = variant.key()
+                if key in self._seen or key in queued:
+                    continue
+                queued.add(key)
+                added.append(self._add(variant))
+        if added:
+            self._notify()
+        return added
+
+    def add_variant(self, step: StepFunction, shapes: dict[str, tuple[int, ...]], reason: str = "added by hand") -> Job:
+        """Queue ``step`` with these argument shapes (borrowing the arguments of its last call)."""
+        if not step.calls:
+            raise ValueError(f"{step.name} has not run yet: run it once so xla_lab knows its arguments")
+        call = step.calls[-1]
+        unknown = set(shapes) - set(call.shapes)
+        if unknown:
+            raise ValueError(f"{step.name} has no tensor argument {', '.join(sorted(unknown))}; "
+                             f"its tensor arguments are {', '.join(call.shapes) or 'none'}")
+        full = dict(call.shapes)
+        full.update(shapes)
+        with self._lock:
+            job = self._add(Variant(step, call, full, call.training, reason))
+        self._notify()
+        return job
+
+    def _add(self, variant: Variant) -> Job:
+        self._numbers += 1
+        job = Job(self._numbers, variant, label=variant.label(), reason=variant.reason)
+        self.jobs.append(job)
+        return job
+
+    # --- controls --------------------------------------------------------------------------------
+    def pause(self) -> None:
+        self.paused = True
+        self._cancel_timer()
+        self._notify()
+
+    def resume(self) -> None:
+        self.paused = False
+        self._notify()
+        if not self._busy:
+            self._schedule(0.0)
+
+    def clear(self) -> int:
+        """Drop pending jobs (a running one finishes; finished ones stay in the record)."""
+        with self._lock:
+            pending = [j for j in self.jobs if j.state == "pending"]
+            self.jobs = [j for j in self.jobs if j.state != "pending"]
+        self._notify()
+        return len(pending)
+
+    # --- kernel events ---------------------------------------------------------------------------
+    def kernel_idle(self, result=None) -> None:
+        """``post_execute``: plan, and start working once the kernel has stayed idle a moment."""
+        self._busy = False
+        try:
+            self.plan()
+        except Exception as exc:  # the planner must never disturb the user's cell
+            self.blocked = f"planning failed: {type(exc).__name__}: {exc}"
+        if not self.paused:
+            self._schedule(self.idle_delay)
+
+    def kernel_busy(self, out=None) -> Wait | None:
+        """``pre_execute``: no new job starts; wait for the one in flight and say so on ``out``."""
+        self._busy = True
+        self._cancel_timer()
+        self.last_wait = None
+        thread, job = self._thread, self._current
+        if out is None:
+            out = self._streams[0] if self._streams else sys.stdout
+        if thread is None or not thread.is_alive():
+            return None
+        start = time.time()
+        compiling = job is not None and job.phase == "compiling"
+        if compiling and out is not None:
+            expected = self.expected_compile_s(job)
+            left = "" if expected is None else f", about {max(0.0, expected - (start - (job.started_at or start))):.1f} s left"
+            print(f"xla_lab: waiting for the precompile job {job.label} to finish compiling{left}…",
+                  file=out, flush=True)
+        thread.join()
+        waited = time.time() - start
+        self.last_wait = Wait(waited, job.label if job else "")
+        if out is not None and waited > 0.05 and compiling:
+            print(f"xla_lab: waited {waited:.1f} s for the precompile job.", file=out, flush=True)
+        return self.last_wait
+
+    def run_pending(self) -> None:
+        """Run the pending jobs now, in this thread, paused or not (``%xla queue run``: what a pause
+        to read gives the queue, on demand; tests and tutorials use it to be deterministic)."""
+        self._busy = False
+        self._work(force=True)
+
+    def wait_idle(self, timeout: float | None = None) -> None:
+        """Block until the worker has finished, including a start already due (or ``timeout``)."""
+        deadline = None if timeout is None else time.time() + timeout
+        while True:
+            timer, due = self._timer, self._due
+            if timer is not None and timer.is_alive() and (deadline is None or due <= deadline):
+                timer.join(None if deadline is None else max(0.0, deadline - time.time()))
+            thread = self._thread
+            if thread is not None and thread.is_alive():
+                thread.join(None if deadline is None else max(0.0, deadline - time.time()))
+            timer_due = self._timer is not None and self._timer.is_alive() and \
+                (deadline is None or self._due <= deadline)
+            working = self._thread is not None and self._thread.is_alive()
+            if not timer_due and not working:
+                return
+            if deadline is not None and time.time() >= deadline:
+                return
+
+    # --- accounting ------------------------------------------------------------------------------
+    def claim(self, graph_hash: str) -> float | None:
+        """A real step ran ``graph_hash`` from the cache: if a job compiled it, the compile seconds
+        that step did not spend (once per compiled graph)."""
+        with self._lock:
+            job = self._unclaimed.pop(graph_hash, None)
+            if job is None:
+                return None
+            saved = job.compiled.get(graph_hash, 0.0)
+            job.used += 1
+            job.saved_s += saved
+        self._notify()
+        return saved
+
+    @property
+    def saved_s(self) -> float:
+        return sum(j.saved_s for j in self.jobs)
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(STATES, 0)
+        for j in self.jobs:
+            out[j.state] += 1
+        out["used"] = sum(1 for j in self.jobs if j.used)
+        out["unused"] = sum(1 for j in self.jobs if j.state == "compiled" and not j.used)
+        return out
+
+    def expected_compile_s(self, job: Job) -> float | None:
+        """How long compiles of this step took before (jobs of the same step), if known."""
+        times = [j.compile_s for j in self.jobs if j.variant.step is job.variant.step and j.compiled]
+        return max(times) if times else None
+
+    def current(self) -> Job | None:
+        return self._current
+
+    # --- the worker ------------------------------------------------------------------------------
+    def _schedule(self, delay: float) -> None:
+        with self._lock:
+            self._cancel_timer()
+            if not any(j.state == "pending" for j in self.jobs):
+                return
+            self._due = time.time() + delay
+            self._timer = threading.Timer(delay, self._start_worker)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _cancel_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _start_worker(self) -> None:
+        with self._lock:
+            if self._busy or self.paused or (self._thread is not None and self._thread.is_alive()):
+                return
+            self._thread = threading.Thread(target=self._work, name="xla_lab-precompile", daemon=True)
+            self._thread.start()
+
+    def _work(self, force: bool = False) -> None:
+        while True:
+            with self._lock:
+                if self._busy or (self.paused and not force):
+                    return
+                job = next((j for j in self.jobs if j.state == "pending"), None)
+                if job is None:
+                    return
+                if _pending_lazy_work():
+                    self.blocked = ("the kernel has pending lazy tensors (a cell left work unsynced); "
+                                    "jobs start after the next sync")
+                    self._notify()
+                    return
+                self.blocked = None
+                job.state, job.phase, job.started_at = "running", "copying state", time.time()
+                self._current = job
+            self._notify()
+            try:
+                self._run(job)
+            finally:
+                self._current = None
+                self._notify()
+
+    def _run(self, job: Job) -> None:
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+
+        from xla_lab.capture.metrics import MetricsDelta, MetricsSnapshot
+
+        variant = job.variant
+        rng = RngState.save()
+        before = MetricsSnapshot()
+        graph_name = torch_xla._XLAC._get_current_graph_name()
+        torch_xla._XLAC._set_current_graph_name(f"precompile_{variant.step.name}")  # names the dump
+        shadow = None
+        printed = io.StringIO()
+        result = None
+        self._streams = (sys.stdout, sys.stderr)
+        try:
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+                shadow = build_shadow(variant.call.args, variant.call.kwargs, variant.changed(),
+                                      variant.call.names, variant.training)
+                job.shadow_bytes = shadow.bytes
+                self.shadow_bytes_peak = max(self.shadow_bytes_peak, shadow.bytes)
+                job.phase = "tracing"
+                self._notify()
+                _in_job.active = True
+                try:
+                    # The result stays alive through the sync, as in ``loss = step(...)``: a live
+                    # tensor is a graph output, and outputs are part of the graph's hash.
+                    result = variant.step.fn(*shadow.args, **shadow.kwargs)
+                finally:
+                    _in_job.active = False
+                if self._busy:  # a cell is waiting: drop the traced work instead of compiling it
+                    shadow.release()
+                    shadow = result = None
+                    gc.collect()
+                    if not _pending_lazy_work():
+                        job.state, job.phase = "pending", ""
+                        job.started_at = None
+                        return
+                job.phase = "compiling"
+                self._notify()
+                torch_xla.sync()
+                xm.wait_device_ops()
+                result = None
+        except Exception as exc:
+            job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            self._streams = None
+            job.output = printed.getvalue()[-4000:]
+            if shadow is not None:
+                shadow.release()
+            shadow = result = None
+            gc.collect()
+            if _pending_lazy_work():  # a failed trace left work behind: run it so no cell inherits it
+                with contextlib.suppress(Exception):
+                    torch_xla.sync()
+                    xm.wait_device_ops()
+            rng.restore()
+            torch_xla._XLAC._set_current_graph_name(graph_name or "")
+        job.wall_s = time.time() - (job.started_at or time.time())
+        hashes = self.absorb()
+        seconds = [s.seconds for s in MetricsDelta(before, MetricsSnapshot()).samples["compile"]]
+        with self._lock:
+            for h, s in zip(hashes, seconds + [0.0] * (len(hashes) - len(seconds))):
+                job.compiled[h] = s
+                self._unclaimed[h] = job
+            self._seen.add(variant.key())
+            if job.state != "failed":
+                job.state = "compiled" if job.compiled else "cached"
+            job.phase = ""
+
+    def _notify(self) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(self)
+            except Exception:  # a view must not break the worker
+                pass
+
+
+def _pending_lazy_work() -> bool:
+    """Is any live device tensor waiting for a graph to run? A live sync would take it along."""
+    import torch_xla
+
+    return any(torch_xla._XLAC._check_device_tensor_need_materialization(""))
+
+
+def get(create: Callable[[], PrecompileQueue] | None = None) -> PrecompileQueue | None:
+    global _QUEUE
+    if _QUEUE is None and create is not None:
+        _QUEUE = create()
+    return _QUEUE

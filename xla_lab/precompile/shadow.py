@@ -1,0 +1,157 @@
+"""Shadow copies of a step's state, so a precompile job never touches the user's objects.
+
+XLA's compile cache is keyed by the graph's hash, and the hash of a live sync covers the pending
+tensors in tensor-id order and the order of the graph's parameters. A shadow therefore clones every
+device tensor the step can reach (module parameters and buffers, optimizer state, tensor arguments)
+in ascending ``_xla_get_tensor_id`` order, which keeps their relative order, and hands those clones
+to ``copy.deepcopy`` as its memo so modules and optimizers are rebuilt around them. Inputs whose
+shape the variant changes are new zero tensors made last, as a fresh batch is in the user's loop.
+
+Clones go through the host (``.cpu()`` then ``.to(device)``): that makes device data directly,
+where a device-side ``clone()`` would be a pending graph of its own.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+def is_xla_tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "xla"
+
+
+def reachable_tensors(values: list[Any]) -> list[torch.Tensor]:
+    """Every XLA tensor a step can reach through its arguments: module parameters and buffers,
+    optimizer state, tensors in lists/tuples/dicts. Distinct objects, in no particular order."""
+    seen: dict[int, torch.Tensor] = {}
+
+    def visit(v: Any, depth: int = 0) -> None:
+        if depth > 6:
+            return
+        if is_xla_tensor(v):
+            seen.setdefault(id(v), v)
+        elif isinstance(v, torch.nn.Module):
+            for t in list(v.parameters()) + list(v.buffers()):
+                visit(t, depth + 1)
+        elif isinstance(v, torch.optim.Optimizer):
+            for group in v.param_groups:
+                for p in group["params"]:
+                    visit(p, depth + 1)
+            for state in v.state.values():
+                visit(state, depth + 1)
+        elif isinstance(v, dict):
+            for x in v.values():
+                visit(x, depth + 1)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                visit(x, depth + 1)
+
+    for value in values:
+        visit(value)
+    return list(seen.values())
+
+
+def tensor_id(t: torch.Tensor) -> int:
+    import torch_xla
+
+    return torch_xla._XLAC._xla_get_tensor_id(t)
+
+
+def _clone(t: torch.Tensor) -> torch.Tensor:
+    """Device data with the same values (through the host, so no graph runs)."""
+    data = t.detach().cpu().to(t.device)
+    if isinstance(t, torch.nn.Parameter):
+        return torch.nn.Parameter(data, requires_grad=t.requires_grad)
+    if t.requires_grad:
+        data.requires_grad_(True)
+    return data
+
+
+@dataclass
+class Shadow:
+    """A deep copy of a call's arguments, ready to run the step on."""
+
+    args: tuple
+    kwargs: dict
+    bytes: int
+    tensors: int
+    notes: list[str] = field(default_factory=list)
+
+    def release(self) -> None:
+        self.args, self.kwargs = (), {}
+
+
+def build_shadow(args: tuple, kwargs: dict, shapes: dict[str, tuple[int, ...]], names: list[str],
+                 training: bool | None = None) -> Shadow:
+    """Copy ``args``/``kwargs`` of a step call. ``names`` are the parameter names of the positional
+    ``args``; ``shapes`` maps an argument name to the shape a variant gives it (a zero tensor of that
+    shape replaces the argument). ``training`` sets the shadow modules' mode (None keeps it)."""
+    bound = dict(zip(names, args))
+    bound.update(kwargs)
+    replaced = {name for name in shapes if name in bound and is_xla_tensor(bound[name])}
+    keep = [v for name, v in bound.items() if name not in replaced]
+    state = sorted(reachable_tensors(keep), key=tensor_id)
+    memo: dict[int, Any] = {}
+    total = 0
+    for t in state:
+        memo[id(t)] = _clone(t)
+        total += t.numel() * t.element_size()
+    fresh: dict[str, torch.Tensor] = {}
+    for name in names + list(kwargs):  # new batches are the newest tensors, in argument order
+        if name in replaced and name not in fresh:
+            original = bound[name]
+            fresh[name] = torch.zeros(shapes[name], dtype=original.dtype).to(original.device)
+            total += fresh[name].numel() * fresh[name].element_size()
+    copied = {}
+    for name, value in bound.items():
+        copied[name] = fresh[name] if name in fresh else copy.deepcopy(value, memo)
+    if training is not None:
+        for value in copied.values():
+            if isinstance(value, torch.nn.Module):
+                value.train(training)
+    positional = tuple(copied[n] for n in names[:len(args)])
+    keywords = {k: copied[k] for k in kwargs}
+    return Shadow(positional, keywords, total, len(state) + len(fresh))
+
+
+@dataclass
+class RngState:
+    """Every random-number state a step can advance: Python's, torch's CPU generator and the XLA
+    device's seed (each ``torch_xla.sync()`` advances it, whether or not the graph draws numbers)."""
+
+    python: Any
+    torch_cpu: torch.Tensor
+    xla_seeds: dict[str, int]
+    numpy: Any = None
+
+    @classmethod
+    def save(cls) -> "RngState":
+        import torch_xla
+
+        import torch_xla.core.xla_model as xm
+
+        seeds = {d: torch_xla._XLAC._xla_get_rng_seed(d) for d in xm.get_xla_supported_devices()}
+        try:
+            import numpy as np
+
+            np_state = np.random.get_state()
+        except ImportError:  # pragma: no cover
+            np_state = None
+        return cls(random.getstate(), torch.get_rng_state(), seeds, np_state)
+
+    def restore(self) -> None:
+        import torch_xla
+
+        random.setstate(self.python)
+        torch.set_rng_state(self.torch_cpu)
+        for device, seed in self.xla_seeds.items():
+            torch_xla._XLAC._xla_set_rng_seed(seed, device)
+        if self.numpy is not None:
+            import numpy as np
+
+            np.random.set_state(self.numpy)

@@ -1,0 +1,191 @@
+"""``@xla_lab.step``: mark a training or eval step so the precompile queue can run it on shadow state.
+
+The rule a step must follow: **its state comes through its arguments** (modules, optimizers, tensors)
+**and it writes no globals**. Then a precompile job can copy the arguments, run the step on the copy
+with inputs of the shape the user will need next, and compile that graph while the user reads, and
+nothing the user owns changes. ``check_rule`` reads the function's bytecode and names what breaks the
+rule; such steps still run normally, they are just never precompiled.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import inspect
+import itertools
+import threading
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .shadow import is_xla_tensor, reachable_tensors
+
+_in_job = threading.local()  # set while a precompile job runs a step on a shadow
+_call_numbers = itertools.count()
+
+
+def in_job() -> bool:
+    return getattr(_in_job, "active", False)
+
+
+@dataclass
+class StepCall:
+    """What a step was called with: enough to build a shadow and to name its variants."""
+
+    step: "StepFunction"
+    args: tuple
+    kwargs: dict
+    names: list[str]  # parameter names of the positional args
+    shapes: dict[str, tuple[int, ...]]  # XLA tensor arguments -> shape
+    training: bool | None  # mode of the first module argument
+    state_before: tuple  # state fingerprint before the call (see state_fingerprint)
+    state_after: tuple = ()
+    seq: int = 0  # order of calls across all steps
+
+    def bound(self) -> dict[str, Any]:
+        out = dict(zip(self.names, self.args))
+        out.update(self.kwargs)
+        return out
+
+
+def state_fingerprint(values: list[Any]) -> tuple:
+    """Shapes and dtypes of every device tensor the step's state reaches: modules, optimizers and
+    containers, not the tensor arguments themselves (their shapes are part of a call's key on their
+    own). Step 0 of an optimizer creates its state, which changes this, and with it the graph."""
+    from .shadow import tensor_id
+
+    state = [v for v in values if not is_xla_tensor(v)]
+    tensors = sorted(reachable_tensors(state), key=tensor_id)
+    return tuple((tuple(t.shape), str(t.dtype)) for t in tensors)
+
+
+def module_mode(values: list[Any]) -> bool | None:
+    for v in values:
+        if isinstance(v, torch.nn.Module):
+            return v.training
+    return None
+
+
+class StepFunction:
+    """A step function that records its calls for the precompile planner. Calling it calls ``fn``."""
+
+    def __init__(self, fn: Callable, *, buckets: list[int] | None = None,
+                 bucket_dims: dict[str, int] | None = None,
+                 variants: list[dict[str, tuple[int, ...]]] | None = None,
+                 mode: str | None = None, loaders: list | None = None):
+        if mode not in (None, "train", "eval"):
+            raise ValueError(f"mode must be 'train', 'eval' or None, got {mode!r}")
+        if buckets and not bucket_dims:
+            raise ValueError("buckets need bucket_dims: which dimension of which argument takes the bucket "
+                             "sizes, e.g. bucket_dims={'x': 1, 'y': 1}")
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name = getattr(fn, "__qualname__", getattr(fn, "__name__", "step"))
+        self.parameters = list(inspect.signature(fn).parameters)
+        self.buckets = list(buckets or [])
+        self.bucket_dims = dict(bucket_dims or {})
+        self.variants = [dict(v) for v in (variants or [])]
+        self.mode = mode
+        self.loaders = list(loaders or [])
+        self.problems = check_rule(fn)
+        self.calls: list[StepCall] = []  # the last few calls
+        self.listeners: list[Callable[[StepCall], None]] = []
+        for name in self.bucket_dims:
+            if name not in self.parameters:
+                raise ValueError(f"bucket_dims names {name!r}, which is not a parameter of {self.name}")
+
+    def __call__(self, *args, **kwargs):
+        if in_job():
+            return self.fn(*args, **kwargs)
+        names = self.parameters[:len(args)]
+        values = list(args) + list(kwargs.values())
+        bound = dict(zip(names, args))
+        bound.update(kwargs)
+        call = StepCall(self, args, kwargs, names,
+                        {k: tuple(v.shape) for k, v in bound.items() if is_xla_tensor(v)},
+                        module_mode(values), state_fingerprint(values), seq=next(_call_numbers))
+        result = self.fn(*args, **kwargs)
+        call.state_after = state_fingerprint(values)
+        self.calls = self.calls[-3:] + [call]
+        for listener in list(self.listeners):
+            listener(call)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<xla_lab step {self.name}>"
+
+    def __get__(self, obj, objtype=None):  # a decorated method binds like a function
+        return self if obj is None else types.MethodType(self, obj)
+
+
+def step(fn: Callable | None = None, **options):
+    """Decorator: ``@xla_lab.step`` or ``@xla_lab.step(buckets=[64, 128, 256], bucket_dims={'x': 1})``.
+
+    Options: ``buckets`` (sizes a dimension takes, e.g. sequence lengths) with ``bucket_dims``
+    (argument name -> dimension index); ``variants`` (list of {argument: shape} to precompile);
+    ``mode`` ('train' or 'eval': run shadows in that mode); ``loaders`` (DataLoaders feeding the step,
+    for their last short batch; DataLoaders in the notebook's namespace are found without it).
+    """
+    if fn is None:
+        return lambda f: step(f, **options)
+    from . import queue as queue_mod
+
+    wrapped = StepFunction(fn, **options)
+    queue_mod.register(wrapped)
+    return wrapped
+
+
+# --- the rule ---------------------------------------------------------------------------------
+
+def _code_objects(code: types.CodeType):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _kind(value: Any) -> str | None:
+    """What about a global makes a job unsafe: None when it is fine to read."""
+    if isinstance(value, torch.nn.Module):
+        return f"a module, {type(value).__name__}"
+    if isinstance(value, torch.optim.Optimizer):
+        return f"an optimizer, {type(value).__name__}"
+    if isinstance(value, torch.Tensor):
+        return "a tensor"
+    if isinstance(value, (list, dict, set, bytearray)):
+        return f"a {type(value).__name__} it could change"
+    return None
+
+
+def check_rule(fn: Callable) -> list[str]:
+    """Why a precompile job could not run ``fn`` without touching the user's objects ([] if it can)."""
+    fn = inspect.unwrap(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return [f"{fn!r} is not a Python function, so xla_lab cannot check what it touches"]
+    problems: list[str] = []
+    globals_ = getattr(fn, "__globals__", {})
+    seen: set[str] = set()
+    for co in _code_objects(code):
+        for ins in dis.get_instructions(co):
+            name = ins.argval if isinstance(ins.argval, str) else None
+            if name is None or name in seen:
+                continue
+            if ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+                seen.add(name)
+                problems.append(f"assigns the global {name!r}: pass it in and return it instead")
+            elif ins.opname == "LOAD_GLOBAL" and name in globals_:
+                kind = _kind(globals_[name])
+                if kind:
+                    seen.add(name)
+                    problems.append(f"uses the global {name!r} ({kind}): pass it as an argument")
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            kind = _kind(cell.cell_contents)
+        except ValueError:  # empty cell
+            continue
+        if kind:
+            problems.append(f"uses {name!r} from an enclosing function ({kind}): pass it as an argument")
+    return problems
