@@ -57,3 +57,88 @@ def test_sharded_train_step_is_captured_with_collectives_and_lines():
     for k in result["collectives"]:
         assert k["kind"] == "all-reduce" and k["bytes"] > 0
         assert k["lines"] and all(isinstance(ln["cell"], int) for ln in k["lines"])
+
+
+SPMD_VIEWS = textwrap.dedent('''
+    import json, os, re
+    os.environ["CPU_NUM_DEVICES"] = "4"
+    from IPython.testing.globalipapp import start_ipython
+    ip = start_ipython()
+    ip.run_line_magic("load_ext", "xla_lab")
+    assert ip.run_cell("""
+    import numpy as np, torch, torch_xla
+    import torch_xla.runtime as xr
+    import torch_xla.distributed.spmd as xs
+    xr.use_spmd()
+    dev = torch_xla.device()
+    def setup(mesh, weight_specs, batch_spec):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).to(dev)
+        for layer, spec in zip((model[0], model[2]), weight_specs):
+            if spec is not None:
+                xs.mark_sharding(layer.weight, mesh, spec)
+        x = torch.randn(16, 32).to(dev)
+        y = torch.randn(16, 8).to(dev)
+        xs.mark_sharding(x, mesh, batch_spec)
+        xs.mark_sharding(y, mesh, batch_spec)
+        return model, torch.optim.SGD(model.parameters(), lr=0.1), x, y
+    """).success
+    cases = {
+        "data": ("xs.Mesh(np.arange(4), (4,), ('data',))", "(None, None)", "('data', None)"),
+        "data_model": ("xs.Mesh(np.arange(4), (2, 2), ('data', 'model'))", "(('model', None), (None, 'model'))",
+                       "('data', None)"),
+    }
+    out = {}
+    import xla_lab
+    from xla_lab.view.summary import to_text
+    for name, (mesh, weights, batch) in cases.items():
+        assert ip.run_cell(f"model, opt, x, y = setup({mesh}, {weights}, {batch})").success
+        body = ("for i in range(2):\\n    opt.zero_grad()\\n    loss = torch.nn.functional.mse_loss(model(x), y)\\n"
+                "    loss.backward()\\n    opt.step()\\n    torch_xla.sync()\\n")
+        assert ip.run_cell(f"%%xla -q --name {name}\\n" + body).success
+        step = xla_lab.last().steps[-1]
+        hlo = step.hlo_after
+        ops = re.findall(r"^\\s*%(\\S+) = (\\S+) (all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(?:-start)?\\(", hlo, re.M)
+        out[name] = {"spmd": step.artifacts.spmd, "hlo_collectives": ops, "text": to_text(xla_lab.last())}
+    print("RESULT " + json.dumps(out))
+''')
+
+
+def _bytes(shape: str) -> int:
+    import re
+
+    size = {"f32": 4, "f16": 2, "bf16": 2, "s32": 4, "s64": 8, "f64": 8, "pred": 1}
+    m = re.match(r"(\w+)\[([\d,]*)\]", shape)
+    n = 1
+    for d in filter(None, m[2].split(",")):
+        n *= int(d)
+    return n * size[m[1]]
+
+
+def test_data_parallel_and_2d_sharded_steps_show_collectives_layouts_and_lines():
+    proc = subprocess.run([sys.executable, "-c", SPMD_VIEWS], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.split("RESULT ", 1)[1].splitlines()[0])
+    for name, case in result.items():
+        spmd = case["spmd"]
+        assert spmd["devices"] == 4 and spmd["memory_per_device"]
+        # the collectives are exactly those of the optimized HLO, with their sizes
+        listed = sorted((c["name"], c["kind"], c["bytes"]) for c in spmd["collectives"])
+        in_hlo = sorted((n, kind, _bytes(shape)) for n, shape, kind in case["hlo_collectives"])
+        assert listed == in_hlo and listed, name
+        for c in spmd["collectives"]:
+            assert c["lines"] and all(isinstance(ln["cell"], int) for ln in c["lines"]), (name, c)
+            assert c["groups"] and all(len(g) == c["group_size"] for g in c["groups"])
+        assert "SPMD over 4 devices" in case["text"] and "dev 0" in case["text"]
+    # data parallel: parameters are replicated, so the gradients are all-reduced over all four devices
+    dp = result["data"]["spmd"]
+    assert all(c["kind"] == "all-reduce" and c["groups"] == [[0, 1, 2, 3]] for c in dp["collectives"])
+    x = next(t for t in dp["tensors"] if t["shape"].startswith("f32[16,32]") and t["role"].startswith("input"))
+    assert [b["devices"] for b in sorted(x["blocks"], key=lambda b: b["tile"])] == [[0], [1], [2], [3]]
+    assert x["per_device_shape"] == "f32[4,32]"
+    # data x model: the first layer's weight is split over "model" (2 ways), each block on 2 devices
+    dm = result["data_model"]["spmd"]
+    w = next(t for t in dm["tensors"] if t["shape"].startswith("f32[64,32]") and t["role"].startswith("input"))
+    assert w["per_device_shape"] == "f32[32,32]" and len(w["blocks"]) == 2
+    assert all(len(b["devices"]) == 2 for b in w["blocks"])
+    assert {len(g) for c in dm["collectives"] for g in c["groups"]} == {2}

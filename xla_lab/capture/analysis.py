@@ -17,6 +17,7 @@ from xla_lab.hlo.memory import memory_summary
 from xla_lab.hlo.parser import HloModule, HloParseError, parse_module
 from xla_lab.hlo.proto_frames import ProtoError, PyFrame, instruction_stacks
 from xla_lab.hlo.recompile import graph_signature
+from xla_lab.hlo.sharding import ShardingParseError, spmd_summary
 
 from .lowered_graph import format_ir_text, ir_nodes_from_module
 from .records import GraphArtifacts
@@ -110,6 +111,10 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
             n["where"] = _describe(where) if where else n.get("location")
         art.signature = graph_signature(
             before, [{"op": n["op"], "shape": n["shape"], "where": n["where"]} for n in nodes], first_line)
+    try:
+        art.spmd = spmd_summary(before, after, art.fusions, lambda ins: first_line(ins.name))
+    except ShardingParseError as exc:
+        problems.append(f"could not read the graph's shardings: {exc}")
     return problems
 
 

@@ -39,6 +39,9 @@ class GraphArtifacts:
     fusions: list[dict] | None = None  # kernels of the optimized module (hlo/fusion_map.py Kernel)
     memory: dict | None = None  # peak / parameter / output / temp bytes, largest buffers
     signature: dict | None = None  # inputs, baked constants, ops, outputs: what recompiles compare
+    # SPMD (hlo/sharding.py spmd_summary): device count, each input's layout on the devices, each
+    # collective with its payload, groups and cell lines. None for graphs on one device.
+    spmd: dict | None = None
 
     @property
     def ir_nodes(self) -> int | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from xla_lab.capture.records import CellCapture, StepRecord
 
 from .details import kernel_rows, main_step, memory_line, recompile_lines
+from .spmd import spmd_lines
 
 MAX_ROWS = 12
 
@@ -92,6 +93,12 @@ def notes(c: CellCapture) -> list[str]:
     return out
 
 
+def _spmd(step: StepRecord | None, max_rows: int | None) -> list[str]:
+    if step is None or step.artifacts is None:
+        return []
+    return spmd_lines(step.artifacts.spmd, pictures=2 if max_rows is not None else 8)
+
+
 # --- plain text ---------------------------------------------------------------------------------
 def to_text(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
     lines = [headline(c), "  " + totals_line(c)]
@@ -113,6 +120,7 @@ def to_text(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
             lines.append(f"    {k.name:<24} {k.kind:<12} {k.flops:>12} {k.bytes:>10}  {k.ops}  {k.lines}")
     if step is not None and memory_line(step):
         lines.append(f"  memory of step {step.index}'s graph: {memory_line(step)}")
+    lines.extend("  " + ln for ln in _spmd(step, max_rows))
     for n in notes(c):
         lines.append(f"  note: {n}")
     return "\n".join(lines)
@@ -161,6 +169,9 @@ def to_html(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
         parts.append("</table>")
     if step is not None and memory_line(step):
         parts.append(f"<div>memory of step {step.index}'s graph: {e(memory_line(step))}</div>")
+    spmd = _spmd(step, max_rows)
+    if spmd:
+        parts.append(f"<pre>{e(chr(10).join(spmd))}</pre>")
     for n in notes(c):
         parts.append(f"<div>note: {e(n)}</div>")
     parts.append("</div>")
@@ -192,6 +203,9 @@ def to_rich(c: CellCapture, max_rows: int | None = MAX_ROWS):
         items.append(kernels)
     if step is not None and memory_line(step):
         items.append(Text(f"memory of step {step.index}'s graph: {memory_line(step)}"))
+    spmd = _spmd(step, max_rows)
+    if spmd:
+        items.append(Text("\n".join(spmd), style="cyan"))
     items.extend(Text("note: " + n, style="dim") for n in notes(c))
     return Group(*items)
 
