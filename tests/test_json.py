@@ -1,6 +1,7 @@
 """The capture's JSON: versioned, round-trips, stores each graph's text once, rejects bad input."""
 
 import json
+import os
 
 import pytest
 
@@ -78,3 +79,53 @@ def test_bad_cache_state_is_rejected(train_capture):
     data["steps"][0]["cache"] = "maybe"
     with pytest.raises(CaptureFormatError, match="cache state"):
         CellCapture.from_dict(data)
+
+
+def _paths(node, prefix=()):
+    """Every (container, key) in a JSON tree, to mutate one of them."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield node, k
+            yield from _paths(v)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield node, i
+            yield from _paths(v)
+
+
+JUNK = [None, 0, -1, 3.5, True, "", "<img src=x onerror=alert(1)>", [], {}, [1, "x"], {"a": None}, 10**30]
+
+
+def test_fuzzed_captures_load_or_fail_with_a_clear_error(train_capture):
+    """Hostile or broken JSON: loading either gives a capture the views can render, or raises
+    CaptureFormatError naming the problem; never another exception."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from xla_lab.view.summary import to_html, to_text
+
+    base = json.dumps(train_capture.to_dict())
+    count = sum(1 for _ in _paths(json.loads(base)))
+
+    @settings(max_examples=int(os.environ.get("XLA_LAB_FUZZ_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(st.tuples(st.integers(0, count - 1), st.sampled_from(JUNK + ["<delete>"])), min_size=1, max_size=4))
+    def check(mutations):
+        data = json.loads(base)
+        for index, junk in mutations:
+            paths = list(_paths(data))
+            if not paths:
+                break
+            container, key = paths[index % len(paths)]
+            if junk == "<delete>":
+                del container[key]
+            else:
+                container[key] = json.loads(json.dumps(junk))  # a fresh copy: no cycles
+        try:
+            capture = CellCapture.from_dict(data)
+        except CaptureFormatError as exc:
+            assert str(exc)
+            return
+        text, page = to_text(capture), to_html(capture)
+        assert "<img src=x" not in page  # user text is escaped wherever it lands
+
+    check()

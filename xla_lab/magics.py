@@ -14,7 +14,7 @@ from xla_lab import session as session_mod
 from xla_lab.capture.analysis import CellFiles
 from xla_lab.view.summary import SummaryView, to_text
 
-LINE_COMMANDS = ("status", "history", "show", "clear", "queue")
+LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report")
 QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")
 _current_cell = {"info": None}
 
@@ -35,7 +35,23 @@ def queue_busy() -> None:
     """``pre_execute`` callback: no precompile job may overlap user code; wait for one in flight."""
     s = session_mod.current()
     if s is not None and s.queue is not None:
-        s.queue.kernel_busy()
+        try:
+            s.queue.kernel_busy()
+        except KeyboardInterrupt:
+            # XLA's compile cannot be stopped, and the cell must not start while a job compiles (a
+            # foreground sync then fails or crashes): keep waiting, and say why.
+            print("xla_lab: a precompile job is compiling and cannot be interrupted; the cell starts "
+                  "when it ends", file=sys.stderr, flush=True)
+            _wait_for_queue(s.queue)
+
+
+def _wait_for_queue(queue) -> None:
+    while True:
+        try:
+            queue.wait_idle()
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def queue_idle() -> None:
@@ -48,8 +64,11 @@ def queue_idle() -> None:
 def after_cell(result=None) -> None:
     """``post_run_cell`` callback: a cell that was not ``%%xla`` may have compiled graphs; keep their
     HLO and keep the dump directory and logs from growing."""
+    _stop_progress(_current_cell.pop("progress", None))  # (normally stopped already, before the capture)
     if _current_cell.get("was_xla"):
         return
+    if result is not None and getattr(result, "error_in_exec", None) is not None:
+        _repair_lost_tensors(None, _ipython())  # a plain cell's sync may have failed
     s = session_mod.current()
     if s is not None:
         try:
@@ -70,7 +89,7 @@ class XlaMagics(Magics):
               help="Source lines on traced ops cost a stack walk per op. 'auto' (default) pauses them once "
                    "a loop hits the cache twice in a row and resumes after any compile; 'always' keeps them.")
     @argument("command", nargs="*",
-              help="Line magic only: status | history | show [N] | clear | "
+              help="Line magic only: status | history | show [N] | clear | report FILE.html | "
                    "queue [status | pause | resume | clear | run | add STEP ARG=8x128 ...].")
     @line_cell_magic
     def xla(self, line: str, cell: str | None = None):
@@ -84,7 +103,7 @@ class XlaMagics(Magics):
 
         As a line magic: ``%xla status`` (device, runtime, dump directory, what is on),
         ``%xla history``, ``%xla show [N]`` (capture N of the history, default the last),
-        ``%xla clear``,
+        ``%xla clear``, ``%xla report FILE.html`` (one self-contained HTML page of every capture),
         ``%xla queue`` (the precompile queue: ``status``, ``pause``, ``resume``, ``clear``, ``run``
         to run the pending jobs now, ``add STEP x=8x256 y=8x256`` to queue a variant of a marked step).
         """
@@ -112,36 +131,54 @@ class XlaMagics(Magics):
         if last is not None:
             expr = compile(ast.Expression(last.value), filename, "eval", flags=shell.compile.flags,
                            dont_inherit=True)
-        session.absorb_outside_work()  # e.g. silent executions since the last cell
-        recorder = session.recorder(cell_id=_cell_id(shell, cell), execution_count=count, source=cell,
-                                    cell_file=filename, graph_name=_graph_name(args.name, count),
-                                    track_lines=args.track_lines,
-                                    cells=CellFiles.from_shell(shell, filename, count))
-        recorder.start()
+        with _HeldInterrupts() as held:  # (an interrupt here would leave the sync hook half set up)
+            session.absorb_outside_work()  # e.g. silent executions since the last cell
+            recorder = session.recorder(cell_id=_cell_id(shell, cell), execution_count=count, source=cell,
+                                        cell_file=filename, graph_name=_graph_name(args.name, count),
+                                        track_lines=args.track_lines,
+                                        cells=CellFiles.from_shell(shell, filename, count))
+            recorder.start()
+            _current_cell["progress"] = None if args.quiet else _start_progress(shell, session, recorder)
         error: BaseException | None = None
         result = None
-        try:
-            exec(body, shell.user_ns)
-            if expr is not None:
-                result = eval(expr, shell.user_ns)
-        except BaseException as exc:  # KeyboardInterrupt too: record, then re-raise below
-            error = exc
-        if not args.no_sync:
+        if held.interrupted:
+            error = KeyboardInterrupt("interrupted before the cell's code ran")
+        else:
             try:
-                recorder.final_sync()
-            except Exception as exc:
-                if error is None:
-                    error = exc
-                else:
-                    recorder.capture.notes.append(f"the final sync after the error also failed: {exc}")
-        capture = recorder.finish(error)
-        wait = session.queue.last_wait if session.queue is not None else None
-        if wait is not None and wait.seconds >= 0.05:
-            capture.notes.append(f"the cell waited {wait.seconds:.3f} s for the precompile job {wait.job} "
-                                 "to finish compiling before it started")
-        session.add(capture)
-        if not args.quiet:
-            _show(shell, SummaryView(capture))
+                exec(body, shell.user_ns)
+                if expr is not None:
+                    result = eval(expr, shell.user_ns)
+            except BaseException as exc:  # KeyboardInterrupt too: record, then re-raise below
+                error = exc
+        # xla_lab's own work from here on. An interrupt now (typically while the end-of-cell sync
+        # compiles: XLA's C++ compile does not see it, Python raises it when the compile returns, i.e.
+        # inside xla_lab) is held until the capture is recorded, then raised as the cell's own.
+        with _HeldInterrupts() as held:
+            # XLA rejected a graph in the cell (even one the user caught): later syncs must work.
+            _repair_lost_tensors(recorder, shell)
+            if not args.no_sync:
+                try:
+                    recorder.final_sync()
+                except Exception as exc:
+                    if error is None:
+                        error = exc
+                    else:
+                        recorder.capture.notes.append(f"the final sync after the error also failed: {exc}")
+                    _repair_lost_tensors(recorder, shell)
+            if held.interrupted and error is None:
+                error = KeyboardInterrupt("interrupted during the end-of-cell sync (XLA ends a compile "
+                                          "before it sees an interrupt)")
+            _stop_progress(_current_cell.pop("progress", None))
+            capture = recorder.finish(error)
+            wait = session.queue.last_wait if session.queue is not None else None
+            if wait is not None and wait.seconds >= 0.05:
+                capture.notes.append(f"the cell waited {wait.seconds:.3f} s for the precompile job {wait.job} "
+                                     "to finish compiling before it started")
+            session.add(capture)
+            if not args.quiet:
+                _show(shell, SummaryView(capture))
+        if held.interrupted and error is None:
+            error = KeyboardInterrupt("interrupted after the cell's code had run (the capture is recorded)")
         if error is not None:
             raise error.with_traceback(_user_traceback(error.__traceback__, filename))
         return result
@@ -173,6 +210,14 @@ class XlaMagics(Magics):
             _show(self.shell, SummaryView(capture, max_rows=None))
         elif verb == "queue":
             return self._queue(session, command[1:])
+        elif verb == "report":
+            if len(command) != 2:
+                raise ValueError("usage: %xla report FILE.html")
+            from xla_lab.view.static_html import report_html
+
+            with open(command[1], "w", encoding="utf-8") as f:
+                f.write(report_html(list(session.history)))
+            print(f"xla_lab: wrote {len(session.history)} captures to {command[1]}")
         elif verb == "clear":
             n = len(session.history)
             session.clear()
@@ -242,7 +287,10 @@ def status_text(session) -> str:
     for what, state in rt.describe():
         lines.append(f"  {what:<40} {state}")
     lines.append(f"  {'captured cells':<40} {len(session.history)}")
-    lines.append(f"  {'distinct graphs stored':<40} {len(session.store)}")
+    store = session.store
+    cap = (f"cap {store.max_graphs or 'none'} graphs / "
+           f"{f'{store.max_bytes >> 20} MiB' if store.max_bytes else 'no byte cap'} (XLA_LAB_MAX_GRAPHS, XLA_LAB_MAX_GRAPH_MB)")
+    lines.append(f"  {'distinct graphs stored':<40} {len(store)} ({cap})")
     lines.append(f"  {'dump directory size':<40} {session.dumps.size_bytes()} bytes")
     for p in rt.problems:
         lines.append(f"  ! {p}")
@@ -262,6 +310,23 @@ def history_text(session) -> str:
     return "\n".join(lines)
 
 
+def _start_progress(shell, session, recorder):
+    """Live compile progress under the running cell (notebooks only; see view/progress.py)."""
+    if _is_terminal(shell):
+        return None
+    from xla_lab.view.progress import ProgressDisplay, expected_compile_s
+
+    cell_id = recorder.capture.cell_id
+    history = list(session.history)
+    return ProgressDisplay(recorder.compile_watch(),
+                           lambda compiling, nth: expected_compile_s(history, cell_id, compiling, nth)).start()
+
+
+def _stop_progress(progress) -> None:
+    if progress is not None:
+        progress.stop()
+
+
 def _show(shell, view) -> None:
     if _is_terminal(shell):
         from rich.console import Console
@@ -270,6 +335,17 @@ def _show(shell, view) -> None:
     else:
         from IPython.display import display
 
+        if isinstance(view, SummaryView):  # notebooks get the panel (same text/plain, more in HTML)
+            from xla_lab.view.panel import panel_for
+
+            history = session_mod.current().history if session_mod.current() else []
+            earlier = []
+            for c in history:
+                if c is view.capture:
+                    break
+                if c.cell_id == view.capture.cell_id:
+                    earlier.append(c)
+            view = panel_for(view.capture, earlier, view.max_rows)
         display(view)
 
 
@@ -304,6 +380,60 @@ def _graph_name(name: str | None, count) -> str:
     if name:
         return re.sub(r"[^A-Za-z0-9_]", "_", name)[:64] or "cell"
     return f"cell_{count}"
+
+
+class _HeldInterrupts:
+    """Hold SIGINT (Ctrl-C, the kernel's interrupt button) while xla_lab records a cell, so an interrupt
+    cannot leave the sync hook installed, the graph name set and the capture unrecorded. Main thread
+    only (elsewhere there is nothing to hold)."""
+
+    def __enter__(self):
+        import signal
+
+        self.interrupted = False
+        self._previous = None
+        try:
+            previous = signal.getsignal(signal.SIGINT)
+            if previous is not None:
+                signal.signal(signal.SIGINT, self._hold)
+                self._previous = previous
+        except ValueError:  # not the main thread
+            pass
+        return self
+
+    def _hold(self, signum, frame):
+        if not self.interrupted:
+            print("xla_lab: interrupted; the cell stops once xla_lab has finished its sync and its capture "
+                  "(a running XLA compile cannot be stopped)", file=sys.stderr, flush=True)
+        self.interrupted = True
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, self._previous)
+        return False
+
+
+def _repair_lost_tensors(recorder, shell) -> None:
+    """After a failed sync: see capture/recovery.py (torch_xla loses the pending tensors of a graph
+    XLA rejects, and while one lives every later sync fails)."""
+    from xla_lab.capture.recovery import repair_lost_tensors
+
+    try:
+        note = repair_lost_tensors(getattr(shell, "user_ns", None))
+    except Exception as exc:  # never hide the user's error behind ours
+        note = f"could not check for tensors lost by the failed sync: {type(exc).__name__}: {exc}"
+    if note:
+        if recorder is not None:
+            recorder.capture.notes.append(note)
+        print(f"xla_lab: {note}", file=sys.stderr)
+
+
+def _ipython():
+    from IPython import get_ipython
+
+    return get_ipython()
 
 
 def _user_traceback(tb, filename: str):

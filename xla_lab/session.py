@@ -56,6 +56,7 @@ class Session:
 
     def add(self, capture: CellCapture) -> None:
         self.history.append(capture)
+        self.store.trim()  # the LRU cap on stored graph text (capture/store.py)
 
     def absorb_outside_work(self, claim: bool = True) -> list[str]:
         """After work outside ``%%xla`` cells (plain cells, precompile jobs): keep the HLO of graphs it
@@ -78,6 +79,8 @@ class Session:
             art = self.store.get_or_create(event.graph_hash, event.graph_name)
             self.store.attach_module(art, module, None)
             self.store.defer_analysis(art, module)
+        if compiles:
+            self.store.trim()
         return [e.graph_hash for e in compiles]
 
     def clear(self) -> None:

@@ -27,7 +27,7 @@ from xla_lab.hlo.recompile import explain
 
 from .records import TIMING_KEYS, CellCapture, StepRecord
 from .store import ArtifactStore
-from .xla_logs import AppendedLog, Frame, SyncEvent, parse_debug_log, parse_ir_log
+from .xla_logs import AppendedLog, CompileWatch, Frame, SyncEvent, parse_debug_log, parse_ir_log
 
 HOOK_FUNCTION = "_xla_lab_step_marker"
 
@@ -108,14 +108,19 @@ class SyncHook:
         compiles = self._xlac._xla_counter_value
 
         def _xla_lab_step_marker(*args, **kwargs):
+            __tracebackhide__ = True  # noqa: F841  (an error of the sync shows at the user's line)
             record = _ExplicitSync(enter=time.time(), final=hook.final_pending, fallbacks=fallback_counts())
             size = _size(debug_file)
             uncached = compiles("UncachedCompile")
+            done = False
             try:
-                return original(*args, **kwargs)
+                out = original(*args, **kwargs)
+                done = True
+                return out
             finally:
                 record.exit = time.time()
-                record.executed = _size(debug_file) != size
+                # A sync that raised (XLA rejected the graph) logged a compile but ran nothing.
+                record.executed = done and _size(debug_file) != size
                 records.append(record)
                 tracking.after_sync(compiled=compiles("UncachedCompile") != uncached, executed=record.executed)
 
@@ -198,8 +203,14 @@ class CellRecorder:
         self._t0 = time.time()
         self.capture.started_at = self._t0
 
+    def compile_watch(self) -> CompileWatch:
+        """A watch on the sync log that says "a compile started for graph H at time t" while the cell
+        runs (for live progress); it reads without consuming, so the capture is unchanged."""
+        return CompileWatch(self.runtime.debug_file if self.runtime.sync_log else None)
+
     def final_sync(self) -> None:
         """Sync what the cell left pending (the cell's last step)."""
+        __tracebackhide__ = True  # noqa: F841
         import torch_xla
 
         self._hook.final_pending = True
@@ -282,12 +293,21 @@ class CellRecorder:
         for g in irs:
             ir_by_hash.setdefault(g.graph_hash, g.ir_text)
         module_queue = list(modules)
+        # A compile XLA rejected is logged but never executed, and it may have left a dump: if every
+        # compile left one, pair them in order, so the next compile does not take the rejected one's.
+        compiles = [e for e in events if e.kind == "compile"]
+        by_order = len(modules) == len(compiles) and len(compiles) > sum(
+            1 for a, b in zip(events, events[1:]) if a.kind == "compile" and b.kind == "execute"
+            and a.graph_hash == b.graph_hash)
         explicit = [r for r in self._hook.records if r.executed]
         pending_compile: SyncEvent | None = None
+        compiled_module = None
         steps = []
         for ev in events:
             if ev.kind == "compile":
                 pending_compile = ev
+                if by_order:
+                    compiled_module = module_queue.pop(0) if module_queue else None
                 continue
             miss = pending_compile is not None and pending_compile.graph_hash == ev.graph_hash
             pending_compile = None
@@ -296,7 +316,10 @@ class CellRecorder:
                 self.store.attach_ir(artifacts, ir_by_hash[ev.graph_hash])
             module = None
             if miss:
-                module = module_queue.pop(0) if module_queue else None
+                if by_order:
+                    module = compiled_module
+                else:
+                    module = module_queue.pop(0) if module_queue else None
                 if module is not None:
                     self.store.attach_module(artifacts, module, self.capture.execution_count)
                 elif self.runtime.hlo_dump:
@@ -343,7 +366,10 @@ class CellRecorder:
             if new is None:
                 step.recompile_reason = split or "no HLO was captured for this compile, so it cannot be compared"
             elif baseline is not None and old is None:
-                step.recompile_reason = split or "the earlier graph of this cell has no captured HLO to compare with"
+                evicted = baseline.artifacts is not None and baseline.artifacts.evicted
+                step.recompile_reason = split or (
+                    "the earlier graph of this cell was evicted to bound memory (XLA_LAB_MAX_GRAPHS), so it "
+                    "cannot be compared" if evicted else "the earlier graph of this cell has no captured HLO to compare with")
             else:
                 step.recompile_reason = explain(new, old, split_by=split)
 

@@ -9,6 +9,7 @@ graph shares: a loop of 10,000 cache hits holds one copy, not 10,000.
 from __future__ import annotations
 
 import json
+import types
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any
 
@@ -39,9 +40,16 @@ class GraphArtifacts:
     fusions: list[dict] | None = None  # kernels of the optimized module (hlo/fusion_map.py Kernel)
     memory: dict | None = None  # peak / parameter / output / temp bytes, largest buffers
     signature: dict | None = None  # inputs, baked constants, ops, outputs: what recompiles compare
+    # Per node of the rebuilt graph (ir_source "hlo-before"), parallel to the nodes of ir_text:
+    # {"kernel": [kernel name | None], "scope": [index into "scopes" | -1], "scopes": [str],
+    #  "line": [index into "lines" | -1], "lines": [{"cell", "line", "code"}]} (analysis.node_info)
+    node_info: dict | None = None
     # SPMD (hlo/sharding.py spmd_summary): device count, each input's layout on the devices, each
     # collective with its payload, groups and cell lines. None for graphs on one device.
     spmd: dict | None = None
+    # True once the store dropped this graph's text to bound memory (capture/store.py): the HLO
+    # fields then hold a sentence saying so; the graph text and the analysis are gone.
+    evicted: bool = False
 
     @property
     def ir_nodes(self) -> int | None:
@@ -203,6 +211,8 @@ class CellCapture:
         if schema != SCHEMA:
             raise CaptureFormatError(f"capture schema {schema!r} is not readable by this xla_lab ({SCHEMA})")
         raw_artifacts = data.get("artifacts") or {}
+        if not isinstance(raw_artifacts, dict):
+            raise CaptureFormatError("capture: field 'artifacts' must be an object (graph hash -> artifacts)")
         artifacts = {h: GraphArtifacts.from_dict(a) for h, a in raw_artifacts.items()}
         fields = _known(cls, data, "capture")
         fields.pop("artifacts", None)
@@ -227,4 +237,105 @@ def _known(cls, data: dict[str, Any], what: str) -> dict[str, Any]:
         required = f.default is MISSING and f.default_factory is MISSING
         if required and name not in out:
             raise CaptureFormatError(f"{what} is missing the field {name!r}")
+    hints = _hints(cls)
+    for name, value in out.items():
+        allowed = hints.get(name)
+        if allowed is not None and not isinstance(value, allowed):
+            names = " or ".join(sorted({"null" if t is type(None) else t.__name__ for t in allowed}))
+            raise CaptureFormatError(f"{what}: field {name!r} must be {names}, got {type(value).__name__}")
+    _check_nested(cls, out, what)
     return out
+
+
+_JSON_TYPES: dict[type, tuple] = {}
+
+
+def _hints(cls) -> dict[str, tuple]:
+    """Field -> the JSON types it may hold (from the dataclass annotations), so hostile or broken JSON
+    fails here with the field's name instead of somewhere in a view."""
+    if cls not in _JSON_TYPES:
+        import typing
+
+        table = {str: (str,), int: (int,), float: (int, float), bool: (bool,), dict: (dict,), list: (list,),
+                 type(None): (type(None),)}
+        out = {}
+        for name, hint in typing.get_type_hints(cls).items():
+            if name == "artifacts" and cls is StepRecord:
+                continue
+            options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+            allowed: tuple = ()
+            for option in options:
+                base = typing.get_origin(option) or option
+                if base not in table:
+                    break
+                allowed += table[base]
+            else:
+                out[name] = allowed
+        _JSON_TYPES[cls] = out
+    return _JSON_TYPES[cls]
+
+
+# --- the nested parts every view reads ----------------------------------------------------------
+# A schema is a type tuple, [item schema] for a list, {key: schema} for an object (a key ending in
+# "?" may be absent), or ("map", value schema) for an object with free keys.
+_NUM = (int, float)
+_NONE = type(None)
+_LINE = {"cell?": (int, _NONE), "line": (int,), "code?": (str, _NONE), "file?": (str, _NONE)}
+_KERNEL = {"name": (str,), "kind": (str,), "computation?": (str,), "members": [(str,)], "aten_ops": [(str,)],
+           "lines": [_LINE], "sources": [(str,)], "shape": (str,), "flops": _NUM, "bytes": _NUM,
+           "collective?": (bool,), "lines_inferred?": (bool,)}
+_MEMORY = {"peak_bytes?": _NUM, "parameter_bytes?": _NUM, "output_bytes?": _NUM, "temp_bytes?": _NUM,
+           "constant_bytes?": _NUM, "largest?": [{"bytes": _NUM, "kind": (str,), "instruction?": (str, _NONE),
+                                                 "shape?": (str, _NONE), "source?": (_LINE, _NONE)}]}
+_SPMD = {"devices": (int,), "memory_per_device?": (bool,),
+         "tensors": [{"name": (str,), "role": (str,), "shape": (str,), "sharding": (str,), "layout": (str,),
+                      "per_device_shape": (str,), "blocks": [{"tile": [(int,)], "ranges": [[(int,)]],
+                                                              "devices": [(int,)]}], "lines?": [_LINE]}],
+         "collectives": [{"name": (str,), "kind": (str,), "shape": (str,), "bytes": _NUM, "groups": [[(int,)]],
+                          "group_size": (int,), "lines": [_LINE], "lines_inferred?": (bool,),
+                          "sources?": [(str,)]}]}
+_NESTED = {
+    GraphArtifacts: {"fusions": [_KERNEL], "memory": _MEMORY, "spmd": _SPMD},
+    StepRecord: {"timings": ("map", (int, float, _NONE)), "fallback_ops": ("map", (int,))},
+    CellCapture: {"notes": [(str,)], "fallback_ops": ("map", (int,)), "outside_steps": ("map", _NUM),
+                  "metrics": ("map", (int, float, str, list, dict, _NONE))},
+}
+
+
+def _check_nested(cls, fields: dict[str, Any], what: str) -> None:
+    for name, schema in _NESTED.get(cls, {}).items():
+        if fields.get(name) is not None:
+            _check(fields[name], schema, f"{what}.{name}")
+
+
+def _check(value: Any, schema, path: str) -> None:
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            raise CaptureFormatError(f"{path} must be a list, got {type(value).__name__}")
+        for i, item in enumerate(value):
+            _check(item, schema[0], f"{path}[{i}]")
+    elif isinstance(schema, dict):
+        if not isinstance(value, dict):
+            raise CaptureFormatError(f"{path} must be an object, got {type(value).__name__}")
+        for key, sub in schema.items():
+            name = key.rstrip("?")
+            if name not in value:
+                if key.endswith("?"):
+                    continue
+                raise CaptureFormatError(f"{path} is missing {name!r}")
+            _check(value[name], sub, f"{path}.{name}")
+    elif schema and schema[0] == "map":
+        if not isinstance(value, dict):
+            raise CaptureFormatError(f"{path} must be an object, got {type(value).__name__}")
+        for key, item in value.items():
+            _check(item, schema[1], f"{path}[{key!r}]")
+    else:  # a tuple of types, possibly holding nested schemas
+        plain = tuple(t for t in schema if isinstance(t, type))
+        if isinstance(value, plain):
+            return
+        for option in schema:
+            if isinstance(option, dict) and isinstance(value, dict):
+                return _check(value, option, path)
+        names = " or ".join(sorted({"null" if t is _NONE else t.__name__ for t in plain} | (
+            {"object"} if any(isinstance(o, dict) for o in schema) else set())))
+        raise CaptureFormatError(f"{path} must be {names}, got {type(value).__name__}")

@@ -1,18 +1,52 @@
-"""One ``GraphArtifacts`` per graph hash for the whole session.
+"""One ``GraphArtifacts`` per graph hash for the whole session, with an LRU cap.
 
 A cache hit in any cell points at the artifacts of the compile it reused, so a loop of 10,000 cached
-steps shares one object. Later work adds an LRU cap here (long sessions).
+steps shares one object. A long session compiles many graphs and the text of each (HLO before and
+after optimization, buffer assignment, the graph rebuilt from the HLO) can be megabytes, so the store
+keeps the text of the most recently used graphs only: at most ``max_graphs`` graphs and
+``max_bytes`` bytes of stored text (``XLA_LAB_MAX_GRAPHS``, default 200, and
+``XLA_LAB_MAX_GRAPH_MB``, default 256, read when the session starts; ``0`` means no cap).
+Evicting a graph drops its text and analysis; captures that ran it keep their steps, timings and
+memory summary, and show :data:`EVICTED` where the HLO was.
 """
 
 from __future__ import annotations
 
+import os
+from collections import OrderedDict
+
 from .dumps import CompiledModule
 from .records import GraphArtifacts
 
+DEFAULT_MAX_GRAPHS = 200
+DEFAULT_MAX_MB = 256
+EVICTED = ("(evicted to bound memory: xla_lab keeps the text of the most recently used graphs only; "
+           "set XLA_LAB_MAX_GRAPHS / XLA_LAB_MAX_GRAPH_MB before %load_ext xla_lab to keep more)")
+_TEXT_FIELDS = ("ir_text", "hlo_before", "hlo_after", "memory_report", "buffer_assignment")
+# Evicted graphs keep a small stub (hash, name, memory summary) so captures and later cache hits can
+# say what happened; beyond this many stubs per kept graph the oldest stubs are forgotten.
+_STUBS_PER_GRAPH = 10
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return max(0, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+def text_bytes(art: GraphArtifacts) -> int:
+    """Characters of stored text of one graph (what the byte cap counts)."""
+    return sum(len(getattr(art, f) or "") for f in _TEXT_FIELDS)
+
 
 class ArtifactStore:
-    def __init__(self):
-        self._by_hash: dict[str, GraphArtifacts] = {}
+    def __init__(self, max_graphs: int | None = None, max_bytes: int | None = None):
+        self.max_graphs = _env_int("XLA_LAB_MAX_GRAPHS", DEFAULT_MAX_GRAPHS) if max_graphs is None else max_graphs
+        self.max_bytes = (_env_int("XLA_LAB_MAX_GRAPH_MB", DEFAULT_MAX_MB) << 20) if max_bytes is None else max_bytes
+        self.evictions = 0
+        # Least recently used first; evicted stubs stay (small) so a later hit still says "evicted".
+        self._by_hash: OrderedDict[str, GraphArtifacts] = OrderedDict()
         # Compiles seen outside %%xla cells wait here until a %%xla step runs their graph, so plain
         # cells do not pay for an analysis nobody may look at.
         self._unanalyzed: dict[str, CompiledModule] = {}
@@ -21,10 +55,15 @@ class ArtifactStore:
         art = self._by_hash.get(graph_hash)
         if art is None:
             art = self._by_hash[graph_hash] = GraphArtifacts(graph_hash=graph_hash, graph_name=graph_name)
+        else:
+            self._by_hash.move_to_end(graph_hash)
         return art
 
     def attach_module(self, art: GraphArtifacts, module: CompiledModule, execution_count: int | None) -> None:
         """Record what XLA dumped for the compile of ``art``'s graph."""
+        if art.evicted:  # XLA compiled it again (its own cache let it go too): the text is back
+            art.evicted = False
+            art.ir_text = art.ir_source = None
         art.hlo_before = module.hlo_before
         art.hlo_after = module.hlo_after
         art.memory_report = module.memory_report
@@ -34,6 +73,8 @@ class ArtifactStore:
         if art.graph_name is None:
             art.graph_name = module.graph_name
         self._unanalyzed.pop(art.graph_hash, None)
+        if art.graph_hash in self._by_hash:
+            self._by_hash.move_to_end(art.graph_hash)
 
     def defer_analysis(self, art: GraphArtifacts, module: CompiledModule) -> None:
         self._unanalyzed[art.graph_hash] = module
@@ -53,6 +94,58 @@ class ArtifactStore:
     def __len__(self) -> int:
         return len(self._by_hash)
 
+    # --- the cap ---------------------------------------------------------------------------------
+    def kept(self) -> list[GraphArtifacts]:
+        """Graphs whose text is still stored, least recently used first."""
+        return [a for a in self._by_hash.values() if not a.evicted]
+
+    def size_bytes(self) -> int:
+        """Stored text of kept graphs plus the dumps of graphs waiting for analysis."""
+        return sum(text_bytes(a) for a in self.kept()) + sum(_module_bytes(m) for m in self._unanalyzed.values())
+
+    def trim(self) -> int:
+        """Evict least recently used graphs until both caps hold (the most recent one always stays).
+        Called after each cell; returns how many graphs were evicted."""
+        kept = self.kept()
+        sizes = {a.graph_hash: text_bytes(a) + _module_bytes(self._unanalyzed.get(a.graph_hash))
+                 for a in kept}
+        total = sum(sizes.values())
+        evicted = 0
+        for art in kept[:-1]:
+            over_count = self.max_graphs and len(kept) - evicted > self.max_graphs
+            over_bytes = self.max_bytes and total > self.max_bytes
+            if not (over_count or over_bytes):
+                break
+            total -= sizes[art.graph_hash]
+            self._evict(art)
+            evicted += 1
+        # Forget the oldest stubs beyond a bound, and analyses waiting for graphs no longer stored.
+        stubs = [h for h, a in self._by_hash.items() if a.evicted]
+        limit = _STUBS_PER_GRAPH * max(self.max_graphs, 1) if self.max_graphs else None
+        if limit is not None and len(stubs) > limit:
+            for h in stubs[:len(stubs) - limit]:
+                del self._by_hash[h]
+        for h in [h for h in self._unanalyzed if h not in self._by_hash or self._by_hash[h].evicted]:
+            del self._unanalyzed[h]
+        self.evictions += evicted
+        return evicted
+
+    def _evict(self, art: GraphArtifacts) -> None:
+        art.evicted = True
+        for f in _TEXT_FIELDS:
+            setattr(art, f, None)
+        art.ir_source = None
+        art.hlo_before = art.hlo_after = EVICTED
+        art.fusions = art.node_info = art.signature = None  # art.memory (a small summary) stays
+        self._unanalyzed.pop(art.graph_hash, None)
+
     def clear(self) -> None:
         self._by_hash.clear()
         self._unanalyzed.clear()
+
+
+def _module_bytes(module: CompiledModule | None) -> int:
+    if module is None:
+        return 0
+    return sum(len(getattr(module, f) or b"") for f in
+               ("hlo_before", "hlo_after", "memory_report", "buffer_assignment", "proto_before", "proto_after"))

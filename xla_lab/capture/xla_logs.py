@@ -14,6 +14,7 @@ Both are read from an offset and truncated between cells, so they stay small.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,3 +144,82 @@ class AppendedLog:
         except FileNotFoundError:
             return ""
         return text
+
+
+@dataclass
+class CompileInProgress:
+    """A compile torch_xla announced (its "Compilation Analysis" block) and has not finished yet."""
+
+    graph_hash: str
+    graph_name: str | None
+    since: float  # when the watch first saw it (unix time)
+    step: int  # index of the step it compiles for (executions seen before it in this cell)
+
+
+_EXEC_MARKS = ("\nExecution Analysis: ====", "\nUnexpected Execution Analysis: ====")
+_DONE_PREFIXES = ("Post Compilation Analysis: ", "Execution Analysis: ", "Unexpected Execution Analysis: ")
+_INFO = re.compile(r"^Compilation Analysis:\s+Graph (Hash|Name): (.*?)\s*$")
+
+
+class CompileWatch:
+    """Follows the PT_XLA_DEBUG file while a cell runs (without consuming it: the recorder reads it
+    after the cell) and says whether a compile is in progress. ``poll()`` costs one ``stat`` when
+    nothing was written and a few C-level string searches of what was; it never parses execution
+    blocks, so a fast cached loop is not slowed by it."""
+
+    def __init__(self, path: Path | str | None, clock=None):
+        import time
+
+        self.path = str(path) if path else None
+        self._clock = clock or time.time
+        self._offset = 0
+        self._carry = "\n"  # an incomplete last line, kept for the next read (starts as a line break)
+        self._in_compile = False  # inside a "Compilation Analysis" block whose compile has not ended
+        self._exec_marks = 0
+        self.current: CompileInProgress | None = None
+        self.finished: list[tuple[CompileInProgress, float]] = []  # (compile, when its end was seen)
+
+    def poll(self) -> CompileInProgress | None:
+        if self.path is None:
+            return None
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            return self.current
+        if size < self._offset:  # truncated by someone reading it: start over
+            self._offset, self._carry, self._in_compile = 0, "\n", False
+        if size == self._offset:
+            return self.current
+        with open(self.path, "rb") as f:
+            f.seek(self._offset)
+            data = f.read(size - self._offset)
+        self._offset += len(data)
+        text = self._carry + data.decode("utf-8", "replace")
+        cut = text.rfind("\n") + 1
+        text, self._carry = text[:cut], "\n" + text[cut:] if cut < len(text) else "\n"
+        self._scan(text)
+        return self.current
+
+    def _scan(self, text: str) -> None:
+        if self.current is None and not self._in_compile and "\nCompilation Analysis: " not in text:
+            self._exec_marks += sum(text.count(m) for m in _EXEC_MARKS)  # the common case: C-level counts
+            return
+        now = self._clock()
+        info: dict[str, str] = {}
+        for line in text.splitlines():
+            if line.startswith("Compilation Analysis: "):
+                self._in_compile = True
+                m = _INFO.match(line)
+                if m:
+                    info[m[1]] = m[2]
+                if self.current is None and "Hash" in info:
+                    self.current = CompileInProgress(info["Hash"], info.get("Name") or None, now,
+                                                     self._exec_marks // 2)
+                elif self.current is not None and m and m[1] == "Name":
+                    self.current.graph_name = m[2] or None
+            elif line.startswith(_DONE_PREFIXES):
+                if self.current is not None:
+                    self.finished.append((self.current, now))
+                self.current, self._in_compile, info = None, False, {}
+                if "====" in line and not line.startswith("Post"):
+                    self._exec_marks += 1

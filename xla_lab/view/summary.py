@@ -138,7 +138,9 @@ _STYLE = (
 )
 
 
-def to_html(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
+def to_html(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = True) -> str:
+    """``details=False`` leaves out the kernels, memory and notes (the panel's static HTML shows them
+    in sections of its own)."""
     e = html.escape
     parts = [_STYLE, '<div class="xla-lab-summary">', f"<div><b>{e(headline(c))}</b></div>",
              f"<div>{e(totals_line(c))}</div>"]
@@ -159,7 +161,7 @@ def to_html(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
     for r in recompile_lines(c):
         parts.append(f"<div class=\"miss\">{e(r)}</div>")
     step = main_step(c)
-    if step is not None and step.fusions:
+    if details and step is not None and step.fusions:
         parts.append(f"<div>kernels of step {step.index}'s graph ({len(step.fusions)}, by flops):</div>"
                      "<table><tr><th>kernel</th><th>kind</th><th>flops</th><th>bytes</th><th>aten ops</th>"
                      "<th>lines</th></tr>")
@@ -167,12 +169,12 @@ def to_html(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
             parts.append(f"<tr><td><code>{e(k.name)}</code></td><td>{e(k.kind)}</td><td>{e(k.flops)}</td>"
                          f"<td>{e(k.bytes)}</td><td>{e(k.ops)}</td><td><code>{e(k.lines)}</code></td></tr>")
         parts.append("</table>")
-    if step is not None and memory_line(step):
+    if details and step is not None and memory_line(step):
         parts.append(f"<div>memory of step {step.index}'s graph: {e(memory_line(step))}</div>")
     spmd = _spmd(step, max_rows)
     if spmd:
         parts.append(f"<pre>{e(chr(10).join(spmd))}</pre>")
-    for n in notes(c):
+    for n in notes(c) if details else []:
         parts.append(f"<div>note: {e(n)}</div>")
     parts.append("</div>")
     return "".join(parts)

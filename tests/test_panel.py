@@ -1,0 +1,361 @@
+"""The per-cell panel (issue 4), Python side: its model built from real captures, the widget's output
+bundle, static HTML and the session report (escaping, no scripts), the Graphviz message, and live
+compile progress."""
+
+import json
+import re
+import time
+
+import pytest
+from IPython.utils.capture import capture_output
+
+import xla_lab
+from xla_lab.capture.records import CellCapture
+from xla_lab.capture.xla_logs import CompileWatch
+from xla_lab.view import panel as panel_mod
+from xla_lab.view import progress as progress_mod
+from xla_lab.view.panel import XlaPanel, viz_message
+from xla_lab.view.panel_model import MIME, SCHEMA, panel_model
+from xla_lab.view.static_html import capture_html, report_html
+
+XSS = "<img src=x onerror=alert(1)>"
+ESCAPED = "&lt;img src=x onerror=alert(1)&gt;"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture(scope="module")
+def mlp_runs(ip):
+    """Two runs of one train-loop cell: a first run (two compiles: optimizer state appears on step 0)
+    and a second run of the same cell (cache hits)."""
+    assert ip.run_cell("""
+import torch, torch_xla
+pdev = torch_xla.device()
+class PanelMLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(12, 40)
+        self.fc2 = torch.nn.Linear(40, 3)
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.fc1(x))
+        return self.fc2(h)
+pmlp = PanelMLP().to(pdev)
+popt = torch.optim.Adam(pmlp.parameters())
+px = torch.randn(6, 12).to(pdev)
+""", store_history=True).success
+    cell = """%%xla -q --name panel_mlp
+for i in range(3):
+    popt.zero_grad()
+    loss = pmlp(px).pow(2).mean()
+    loss.backward()
+    popt.step()
+    torch_xla.sync()
+v = (loss * 2).item()  # a value read: an implicit sync
+"""
+    assert ip.run_cell(cell, store_history=True).success
+    first = xla_lab.last()
+    assert ip.run_cell(cell, store_history=True).success
+    second = xla_lab.last()
+    assert first.cell_id == second.cell_id
+    return first, second
+
+
+def test_model_graphs_nodes_edges_and_kernels(mlp_runs):
+    first, _ = mlp_runs
+    model = panel_model(first)
+    assert model["schema"] == SCHEMA and model["capture"]["schema"] == "xla_lab.capture/1"
+    json.dumps(model)  # JSON-able
+    assert set(model["graphs"]) == set(first.artifacts())
+    assert model["main_graph"] in model["graphs"]
+    for h, g in model["graphs"].items():
+        art = first.artifacts()[h]
+        assert g["hash"] == h and g["name"] == "panel_mlp"
+        assert len(g["nodes"]) == art.ir_nodes
+        if len(g["nodes"]) < 10:
+            continue  # the small graph of the value read after the loop
+        ids = {n["id"] for n in g["nodes"]}
+        assert g["edges"] and all(a in ids and b in ids for a, b in g["edges"])
+        assert g["roots"] and set(g["roots"]) <= ids
+        kernels = {k["name"] for k in art.fusions}
+        assert all(n["kernel"] in kernels for n in g["nodes"] if n["kernel"])
+        # node -> kernel through op metadata and data flow (XLA renumbers instructions)
+        computing = [n for n in g["nodes"] if n["op"] != "xla::device_data"]
+        share = sum(1 for n in computing if n["kernel"]) / len(computing)
+        assert share >= 0.9 and g["kernel_share"] == pytest.approx(share, abs=1e-3)
+        # a gelu node: its cell line (in the class's cell), its kernel holds a gelu
+        gelu = next(n for n in g["nodes"] if n["op"] == "aten::gelu")
+        assert gelu["code"] == "h = torch.nn.functional.gelu(self.fc1(x))" and isinstance(gelu["cell"], int)
+        gelu_kernel = next(k for k in art.fusions if k["name"] == gelu["kernel"])
+        assert "aten::gelu" in gelu_kernel["aten_ops"]
+        # scopes: library frames between the cell line and the op (what big graphs collapse by)
+        assert any(n["scope"] and "linear.py:forward" in n["scope"] for n in g["nodes"])
+        assert any(n["scope"] and "adam.py" in n["scope"] for n in g["nodes"])
+
+
+def test_model_source_lines_summary_and_runs(mlp_runs):
+    first, second = mlp_runs
+    model = panel_model(second, [first])
+    lines = model["source_lines"]
+    assert [ln["line"] for ln in lines] == list(range(1, len(second.source.splitlines()) + 1))
+    by_code = {ln["code"].strip(): ln for ln in lines}
+    assert by_code["popt.step()"]["kernels"] and by_code["loss = pmlp(px).pow(2).mean()"]["kernels"]
+    assert not by_code["popt.zero_grad()"]["kernels"]
+    main_kernels = {k["name"] for k in second.artifacts()[model["main_graph"]].fusions}
+    assert all(set(ln["kernels"]) <= main_kernels for ln in lines)
+    # runs: the earlier run, then this one
+    assert [r["execution_count"] for r in model["runs"]] == [first.execution_count, second.execution_count]
+    assert [s["cache"] for s in model["runs"][0]["steps"]][:3] == ["miss", "miss", "hit"]
+    assert all(s["cache"] == "hit" for s in model["runs"][1]["steps"])
+    assert all(set(s) == {"index", "cache", "trace_s", "compile_s", "execute_s", "transfer_s"}
+               for r in model["runs"] for s in r["steps"])
+    # summary of the first run: a recompile reason and the mid-step sync warning
+    summary = panel_model(first)["summary"]
+    assert summary["steps"] == len(first.steps) and summary["compiles"] == first.compiles >= 2
+    assert any("optimizer state" in r["reason"] for r in summary["recompiles"])
+    assert any(w.startswith("mid-step sync at line 7 (v = (loss * 2).item()") for w in summary["warnings"])
+    assert summary["compile_s"] > 0 and summary["execute_s"] > 0
+    # other cells' captures are not runs of this one
+    assert len(panel_model(second, xla_lab.history())["runs"]) >= 2
+    assert all(r["execution_count"] in {c.execution_count for c in xla_lab.history() if c.cell_id == second.cell_id}
+               for r in panel_model(second, xla_lab.history())["runs"])
+
+
+def test_huge_constant_and_fallback_warnings(xla_cell):
+    c = xla_cell("big = torch.ones(512, 512).to(pdev) + torch.arange(512 * 512, dtype=torch.float32, "
+                 "device=pdev).view(512, 512)", "-q")
+    warnings = panel_model(c)["summary"]["warnings"]
+    assert any("1.0 MiB constant f32[262144]" in w and "line 1" in w for w in warnings), warnings
+    c = xla_cell("nz = torch.nonzero(torch.ones(4).to(pdev))", "-q")
+    assert any("CPU fallbacks" in w and "nonzero" in w for w in panel_model(c)["summary"]["warnings"])
+
+
+def test_transformer_nodes_mostly_reach_a_kernel(ip):
+    assert ip.run_cell("""
+import torch, torch_xla
+torch.manual_seed(0)
+ptl = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True, dropout=0.0)
+ptenc = torch.nn.TransformerEncoder(ptl, num_layers=2, enable_nested_tensor=False).to(torch_xla.device())
+ptopt = torch.optim.SGD(ptenc.parameters(), lr=0.01)
+ptx = torch.randn(4, 10, 32).to(torch_xla.device())
+""", store_history=True).success
+    assert ip.run_cell("""%%xla -q --name panel_transformer
+ptopt.zero_grad()
+ptenc(ptx).pow(2).mean().backward()
+ptopt.step()
+""", store_history=True).success
+    model = panel_model(xla_lab.last())
+    g = model["graphs"][model["main_graph"]]
+    assert len(g["nodes"]) > 300
+    assert g["kernel_share"] >= 0.85
+    assert any(n["scope"] and "_sa_block" in n["scope"] for n in g["nodes"])
+    # backward ops have no Python stack: scoped under the forward op they read from
+    assert any(n["scope"] and n["scope"].startswith("autograd > ") and "layer_norm" in n["scope"] for n in g["nodes"])
+    with_scope_or_line = sum(1 for n in g["nodes"] if n["scope"] or n["line"]) / len(g["nodes"])
+    assert with_scope_or_line >= 0.85
+
+
+def test_mimebundle_and_repr(mlp_runs):
+    first, second = mlp_runs
+    panel = XlaPanel(second, [first])
+    bundle = panel._repr_mimebundle_()
+    assert set(bundle) == {WIDGET, MIME, "text/plain", "text/html"}
+    assert bundle[WIDGET]["model_id"] == panel.model_id
+    assert bundle[MIME]["schema"] == SCHEMA and bundle[MIME]["graphs"] == panel.model["graphs"]
+    # the saved copy of the capture: raw texts dropped, HLO without per-instruction metadata
+    for h, art in bundle[MIME]["capture"]["artifacts"].items():
+        live = panel.model["capture"]["artifacts"][h]
+        assert not {"buffer_assignment", "memory_report", "signature"} & set(art)
+        assert art["fusions"] == live["fusions"] and art["memory"] == live["memory"]
+        assert "metadata={" in live["hlo_after"] and "metadata={" not in art["hlo_after"]
+        assert art["hlo_after"].splitlines()[0] == live["hlo_after"].splitlines()[0]
+    assert CellCapture.from_dict(bundle[MIME]["capture"]).steps[0].hlo_before  # still a readable capture
+    assert json.loads(json.dumps(bundle[MIME]))["runs"][-1]["execution_count"] == second.execution_count
+    text = bundle["text/plain"]
+    assert text.startswith("xla_lab cell[") and text == XlaPanel(second, [first])._repr_mimebundle_()["text/plain"]
+    assert "0x" not in text and "0x" not in repr(panel) and repr(panel) == text
+    assert "<script" not in bundle["text/html"] and "<table>" in bundle["text/html"]
+    assert panel.progress["state"] == "done"
+    panel.close()
+    assert repr(panel) == text  # a closed widget displays as its text
+    assert repr(XlaPanel()) == "XlaPanel(no capture)"
+
+
+def test_saved_payload_keeps_at_most_a_bounded_hlo_text():
+    from xla_lab.view.panel_model import SAVED_HLO_CHARS, saved_payload
+
+    hlo = "HloModule big\n" + "".join(f'  %add.{i} = f32[8]{{0}} add(%p, %p), metadata={{op_type="aten__add" '
+                                       f'source_file="/long/path/to/file.py" source_line={i}}}\n' for i in range(20000))
+    model = {"capture": {"artifacts": {"h": {"hlo_after": hlo, "hlo_before": "HloModule small\n",
+                                             "buffer_assignment": "x" * 100}}}, "graphs": {}}
+    saved = saved_payload(model)["capture"]["artifacts"]["h"]
+    assert len(saved["hlo_after"]) <= SAVED_HLO_CHARS + 200
+    assert saved["hlo_after"].rstrip().endswith("%xla report have all of it")
+    assert "more lines not saved in the notebook" in saved["hlo_after"] and "metadata" not in saved["hlo_after"]
+    assert saved["hlo_before"] == "HloModule small\n" and "buffer_assignment" not in saved
+    assert model["capture"]["artifacts"]["h"]["hlo_after"] is hlo  # the live model is unchanged
+
+
+def test_notebook_display_is_the_panel(ip):
+    with capture_output() as out:
+        ip.run_cell("%%xla --name shown_panel\npanel_y = (px * 2).sum()")
+    shown = [o.data for o in out.outputs if "text/plain" in o.data]
+    assert len(shown) == 1 and MIME in shown[0] and "text/html" in shown[0]
+    assert shown[0][MIME]["capture"]["graph_name"] == "shown_panel"
+    assert (WIDGET in shown[0]) == panel_mod.FRONTEND_BUILT
+
+
+def test_user_text_is_escaped_in_static_html_and_report(ip, tmp_path):
+    with capture_output():
+        result = ip.run_cell(f"%%xla -n '{XSS}'\nxss_t = px * 2  # {XSS}\nxss_v = xss_t.sum().item()  # {XSS}")
+    assert result.success
+    c = xla_lab.last()
+    assert XSS in c.source
+    page = capture_html(c)
+    assert XSS not in page and "<img" not in page and ESCAPED in page
+    # the panel's own bundle too
+    bundle = panel_mod.panel_for(c)._repr_mimebundle_()
+    assert "<img" not in bundle["text/html"] and ESCAPED in bundle["text/html"]
+    assert XSS in bundle["text/plain"]  # plain text keeps it verbatim
+    target = tmp_path / "report.html"
+    with capture_output() as out:
+        ip.run_line_magic("xla", f"report {target}")
+    assert "wrote" in out.stdout
+    report = target.read_text()
+    assert report.startswith("<!DOCTYPE html>")
+    assert "<script" not in report.lower() and "<img" not in report and ESCAPED in report
+    assert not re.search(r"\son\w+=", report.replace(ESCAPED, ""))  # no event-handler attributes
+    assert "http://" not in report and "https://" not in report  # nothing to fetch
+    assert report.count("<section") == len(xla_lab.history())
+    assert "prefers-color-scheme: dark" in report and "var(--jp-" in report
+
+
+def test_report_html_of_captures(mlp_runs):
+    page = report_html(list(mlp_runs))
+    assert page.count("HLO after optimization") == len({h for c in mlp_runs for h in c.artifacts()})
+    assert "HLO shown in an earlier capture" in page  # the second run reuses the first run's graphs
+
+
+def test_viz_message_replies_with_buffers(monkeypatch, tmp_path):
+    module = tmp_path / "viz-standalone.mjs"
+    module.write_bytes(b"export default 42;\n")
+    monkeypatch.setattr(panel_mod, "VIZ_MODULE", module)
+    panel = XlaPanel()
+    sent = []
+    monkeypatch.setattr(panel, "send", lambda content, buffers=None: sent.append((content, buffers)))
+    panel._on_custom_msg(panel, {"kind": "need-viz"}, [])
+    panel._on_custom_msg(panel, {"kind": "something-else"}, [])
+    assert sent == [({"kind": "viz"}, [b"export default 42;\n"])]
+    monkeypatch.setattr(panel_mod, "VIZ_MODULE", tmp_path / "missing.mjs")
+    content, buffers = viz_message()
+    assert content["kind"] == "viz" and "missing" in content["error"] and buffers == []
+    panel.close()
+
+
+def test_compile_watch_on_a_written_log(tmp_path):
+    log = tmp_path / "sync.log"
+    log.write_text("")
+    clock = iter(range(100, 200))
+    watch = CompileWatch(log, clock=lambda: next(clock))
+    assert watch.poll() is None
+
+    def block(kind, graph_hash, name="g"):
+        head = f"{kind}: " + "=" * 20
+        return (f"{head}\n{kind}: Graph Info: \n{kind}:   Graph Name: {name}\n{kind}:   Graph Hash: {graph_hash}\n"
+                f"{kind}: Python Frame Triggered Execution: \n{kind}:   sync (x.py:1)\n{head}\n\n")
+
+    with open(log, "a") as f:
+        f.write(block("Execution Analysis", "aaa"))
+    assert watch.poll() is None
+    with open(log, "a") as f:
+        text = block("Compilation Analysis", "bbb", "train")
+        f.write(text[:30])  # half a line: nothing yet
+        f.flush()
+        assert watch.poll() is None
+        f.write(text[30:])
+    now = watch.poll()
+    assert now is not None and (now.graph_hash, now.graph_name, now.step) == ("bbb", "train", 1)
+    assert watch.poll() is now  # nothing new written
+    with open(log, "a") as f:
+        f.write("Post Compilation Analysis: " + "=" * 20 + "\n" + block("Execution Analysis", "bbb"))
+    assert watch.poll() is None and [c.graph_hash for c, _ in watch.finished] == ["bbb"]
+    log.write_text("")  # truncated by the recorder: starts over
+    assert watch.poll() is None
+    assert CompileWatch(None).poll() is None
+
+
+def test_progress_is_reported_while_a_cell_compiles(ip, fresh_dim, monkeypatch):
+    monkeypatch.setattr(progress_mod, "SHOW_AFTER_S", 0.0)
+    monkeypatch.setattr(progress_mod, "INTERVAL_S", 0.01)
+    d = fresh_dim
+    body = f"""pw = torch.randn({d}, {d} + 1).to(pdev)
+for _ in range(12):
+    pw = torch.nn.functional.gelu(pw @ pw.T @ pw) / {d}
+pres = pw.sum()"""
+    with capture_output() as out:
+        assert ip.run_cell(f"%%xla --name progress_demo\n{body}").success
+    c = xla_lab.last()
+    watcher = progress_mod.LAST
+    updates = watcher.updates
+    compiling = [u for u in updates if u["state"] == "compiling"]
+    assert compiling, updates
+    miss = next(s for s in c.steps if s.cache == "miss")
+    assert compiling[0]["what"].startswith(f"progress_demo ({miss.graph_hash[:12]})")
+    assert compiling[0]["step"] == miss.index and compiling[-1]["elapsed_s"] >= 0
+    assert set(compiling[0]) == {"state", "what", "elapsed_s", "expected_s", "step"}
+    assert updates[-1]["state"] == "done"
+    assert watcher._thread is not None and not watcher._thread.is_alive()
+    # the progress output only ever carried a widget view, and it was emptied at the end
+    progress_outputs = [o for o in out.outputs if set(o.data) <= {WIDGET}]
+    assert progress_outputs and all(not o.data or set(o.data) == {WIDGET} for o in progress_outputs)
+    assert [o for o in out.outputs if "text/plain" in o.data][0].data[MIME]["capture"]["graph_name"] == "progress_demo"
+    # a second run of the same cell knows how long it took before
+    monkeypatch.setattr(progress_mod, "SHOW_AFTER_S", 0.0)
+    expected = progress_mod.expected_compile_s(xla_lab.history(), c.cell_id,
+                                               progress_mod.CompileInProgress("other", None, time.time(), 0), 0)
+    assert expected == pytest.approx(miss.timings["compile_s"])
+
+
+def test_progress_costs_nothing_and_stops_when_nothing_compiles(ip, monkeypatch):
+    monkeypatch.setattr(progress_mod, "INTERVAL_S", 0.01)
+    with capture_output() as out:
+        ip.run_cell("%%xla\nidle_v = 1 + 1")
+    assert progress_mod.LAST.updates == [] and not progress_mod.LAST._thread.is_alive()
+    assert not [o for o in out.outputs if set(o.data) <= {WIDGET}]
+    # a cell that raises stops its watcher too
+    result = ip.run_cell("%%xla\nraise ValueError('boom')")
+    assert isinstance(result.error_in_exec, ValueError)
+    assert not progress_mod.LAST._thread.is_alive()
+
+
+def test_without_the_built_front_end_the_static_panel_is_shown():
+    """(static/panel.js is built by npm; a checkout without node still shows the capture.)"""
+    import subprocess
+    import sys
+
+    code = """
+import pathlib
+real = pathlib.Path.is_file
+pathlib.Path.is_file = lambda self: False if self.name in ("panel.js", "panel.css") else real(self)
+from xla_lab.view import panel
+from xla_lab.capture.records import CellCapture
+assert not panel.FRONTEND_BUILT and "make env" in panel.XlaPanel._esm
+view = panel.panel_for(CellCapture(cell_id="c", execution_count=3, source="x = 1", started_at=0.0, notes=["<b>"]))
+bundle = view._repr_mimebundle_()
+assert set(bundle) == {"application/vnd.xla-lab.capture+json", "text/plain", "text/html"}, set(bundle)
+assert "&lt;b&gt;" in bundle["text/html"] and "<b>" not in bundle["text/html"].replace("<b>xla_lab", "")
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_first_displayed_panel_pushes_graphviz_once(mlp_runs, monkeypatch):
+    """The browser would otherwise wait for an idle kernel (after a whole Run all) to get Graphviz."""
+    monkeypatch.setattr(panel_mod, "_VIZ_PUSHED", False)
+    sent = []
+    first, second = mlp_runs
+    panels = [XlaPanel(second, [first]), XlaPanel(second, [first])]
+    for p in panels:
+        monkeypatch.setattr(p, "send", lambda content, buffers=None, sent=sent: sent.append((content, buffers)))
+        with capture_output():
+            p._ipython_display_()
+    assert len(sent) == 1 and sent[0][0]["kind"] == "viz" and sent[0][1][0][:20] == viz_message()[1][0][:20]

@@ -1,0 +1,239 @@
+"""The per-cell panel's data: one JSON-able dict built from a ``CellCapture`` (and the earlier runs of
+the same cell), read by the browser side (``extension/``, ``xla_lab/view/static/panel.js``) and by the
+static HTML. The contract is ``notes/panel_contract.md`` (schema ``xla_lab.panel/1``).
+
+Graph nodes come from the graph's IR text; the kernel each node ended in, its scope and its cell line
+come from ``GraphArtifacts.node_info`` (computed once per compile by ``capture/analysis.py``).
+
+A node's ``scope`` is the path of library frames between the cell line and the op, outermost first,
+joined by " > " (``transformer.py:forward > transformer.py:_sa_block > activation.py:forward``; torch's
+module-call plumbing left out); backward ops, which run without a Python stack, get the scope of the
+forward op whose values they read, prefixed ``autograd > ``; ops written directly in a cell have no
+scope (their ``cell``/``line`` say where they are); a node with no call stack at all has its innermost
+frame (``linear.py:134``). Added to the contract: per graph ``ir_source``, ``steps`` (indices of the
+steps that ran it) and ``kernel_share`` (share of non-input nodes mapped to a kernel); per source line
+``flops`` (estimated flops of the kernels it feeds). ``source_lines`` kernels are the main graph's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from xla_lab.capture.records import CellCapture, GraphArtifacts
+from xla_lab.hlo.recompile import describe_line
+from xla_lab.hlo.shapes import parse_shape
+
+from .annotate import line_kernels
+from .details import fmt_bytes, main_step
+from .dot import parse_ir_nodes
+from .summary import notes
+
+SCHEMA = "xla_lab.panel/1"
+MIME = "application/vnd.xla-lab.capture+json"
+# A constant this large baked into a graph is stored in the executable and recompiles on any change.
+HUGE_CONSTANT_BYTES = 1 << 20
+
+
+def panel_model(capture: CellCapture, runs: list[CellCapture] | tuple = ()) -> dict:
+    """``runs``: earlier captures of the same cell (same ``cell_id``), oldest first; captures of other
+    cells and ``capture`` itself are ignored if present."""
+    earlier = [r for r in runs if r is not capture and r.cell_id == capture.cell_id]
+    arts = capture.artifacts()
+    step = main_step(capture)
+    main = step.graph_hash if step is not None and step.graph_hash in arts else None
+    return {
+        "schema": SCHEMA,
+        "capture": capture.to_dict(),
+        "summary": summary(capture),
+        "main_graph": main,
+        "graphs": {h: graph_model(a, [s.index for s in capture.steps if s.graph_hash == h]) for h, a in arts.items()},
+        "source_lines": source_lines(capture),
+        "runs": [run_model(r) for r in earlier + [capture]],
+    }
+
+
+# --- what a saved notebook keeps -------------------------------------------------------------
+# The output's capture payload is saved in the notebook, once per %%xla cell. XLA's HLO text is mostly
+# per-instruction metadata (long source paths), and the raw buffer assignment / memory report /
+# signature are already summarised in ``memory`` and the recompile reasons, so the saved copy drops
+# them, strips the metadata (kernels keep their lines in ``fusions``) and keeps at most this much of
+# each HLO text. The live widget's model keeps everything.
+SAVED_HLO_CHARS = 200_000
+NOT_SAVED = ("buffer_assignment", "memory_report", "signature")
+_METADATA = re.compile(r", metadata=\{[^{}]*\}")
+
+
+def saved_payload(model: dict) -> dict:
+    """The panel model as a notebook output keeps it (see above); the input is not changed."""
+    capture = dict(model["capture"])
+    artifacts = {}
+    for h, art in (capture.get("artifacts") or {}).items():
+        art = {k: v for k, v in art.items() if k not in NOT_SAVED}
+        for key in ("hlo_before", "hlo_after"):
+            if isinstance(art.get(key), str):
+                art[key] = _trimmed_hlo(art[key])
+        artifacts[h] = art
+    capture["artifacts"] = artifacts
+    return {**model, "capture": capture}
+
+
+def _trimmed_hlo(text: str) -> str:
+    text = _METADATA.sub("", text)
+    if len(text) <= SAVED_HLO_CHARS:
+        return text
+    cut = text.rfind("\n", 0, SAVED_HLO_CHARS) + 1 or SAVED_HLO_CHARS
+    rest = text.count("\n", cut) + 1
+    return (text[:cut] + f"// ... {rest} more lines not saved in the notebook: the live panel, "
+            "xla_lab.last().steps[i].hlo_after and %xla report have all of it\n")
+
+
+# --- summary ------------------------------------------------------------------------------------
+def summary(c: CellCapture) -> dict:
+    return {
+        "steps": len(c.steps), "compiles": c.compiles, "cache_hits": c.cache_hits, "precompiled": c.precompiled,
+        "trace_s": c.total("trace_s"), "compile_s": c.total("compile_s"), "execute_s": c.total("execute_s"),
+        "transfer_s": c.total("to_device_s") + c.total("from_device_s") + sum(c.outside_steps.values()),
+        "recompiles": [{"step": s.index, "reason": s.recompile_reason} for s in c.steps
+                       if s.cache == "miss" and s.recompile_reason],
+        "warnings": warnings(c),
+    }
+
+
+def warnings(c: CellCapture) -> list[str]:
+    """CPU-fallback ops, mid-step (implicit) syncs, huge baked constants, then the capture's notes."""
+    out = []
+    implicit = [s for s in c.steps if s.sync_cause.startswith("implicit")]
+    by_site = Counter((s.sync_line, s.sync_code, s.sync_cause) for s in implicit)
+    for (line, code, cause), n in by_site.items():
+        where = f"line {line}" + (f" ({code})" if code else "") if line is not None else "outside the cell's lines"
+        times = f" {n} times" if n > 1 else ""
+        out.append(f"mid-step sync{times} at {where}: {cause.removeprefix('implicit: ')}; each one cuts the "
+                   "graph there and waits for the device (move value reads after torch_xla.sync())")
+    for art in c.artifacts().values():
+        for const in huge_constants(art):
+            where = f" at {const['where']}" if const["where"] else ""
+            out.append(f"graph {art.graph_name or art.graph_hash[:12]} bakes a {fmt_bytes(const['bytes'])} constant "
+                       f"{const['shape']}{where} into the HLO: it is compiled into the executable and any change "
+                       "recompiles; pass it as a device tensor instead")
+    out.extend(notes(c))  # CPU fallbacks, the cell's error, capture notes
+    return out
+
+
+_CONSTANT = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\S+) constant\(")
+_SOURCE = re.compile(r'source_file="([^"]*)" source_line=(\d+)')
+
+
+def huge_constants(art: GraphArtifacts, limit: int = HUGE_CONSTANT_BYTES) -> list[dict]:
+    """Constants of at least ``limit`` bytes in the HLO before optimization (a scan of the text; the
+    graph signature keeps only scalar constants)."""
+    text = art.hlo_before or ""
+    if " constant(" not in text:
+        return []
+    out = []
+    cell_lines = None
+    for line in text.splitlines():
+        m = _CONSTANT.match(line)
+        if not m:
+            continue
+        try:
+            shape = parse_shape(m[2])
+        except ValueError:
+            continue
+        if shape.is_tuple or shape.byte_size < limit:
+            continue
+        if cell_lines is None:
+            cell_lines = _cell_line_of_instructions(art)
+        where = cell_lines.get(m[1])
+        if where is None:
+            src = _SOURCE.search(line)
+            where = f"{src[1].rsplit('/', 1)[-1]}:{src[2]}" if src else None
+        out.append({"shape": m[2], "bytes": shape.byte_size, "instruction": m[1], "where": where})
+    return out
+
+
+def _cell_line_of_instructions(art: GraphArtifacts) -> dict[str, str]:
+    """Pre-optimization instruction name -> "cell [N] line L (code)" of the graph node it belongs to."""
+    info = art.node_info
+    index = art.ir_to_hlo()
+    if not info or not index:
+        return {}
+    out = {}
+    for position, (node_id, names) in enumerate(sorted(index.items())):
+        if position < len(info["line"]) and info["line"][position] >= 0:
+            where = describe_line(info["lines"][info["line"][position]])
+            for name in names:
+                out[name] = where
+    return out
+
+
+# --- graphs -------------------------------------------------------------------------------------
+def graph_model(art: GraphArtifacts, steps: list[int] | None = None) -> dict:
+    """Nodes, edges and roots of one graph, each node with its kernel, scope and cell line."""
+    parsed = parse_ir_nodes(art.ir_text or "")
+    info = art.node_info if art.ir_source == "hlo-before" else None
+    if info and len(info.get("kernel", ())) != len(parsed):
+        info = None  # written for other IR text (should not happen): better no mapping than a wrong one
+    nodes, edges, roots = [], [], []
+    for i, n in enumerate(parsed):
+        cell = line = code = scope = kernel = None
+        if info:
+            kernel = info["kernel"][i]
+            if info["scope"][i] >= 0:
+                scope = info["scopes"][info["scope"][i]]
+            if info["line"][i] >= 0:
+                ln = info["lines"][info["line"][i]]
+                cell, line, code = ln.get("cell"), ln.get("line"), ln.get("code")
+        elif n["location"]:
+            scope = n["location"]
+        nodes.append({"id": n["id"], "op": n["op"], "shape": n["shape"], "cell": cell, "line": line,
+                      "code": code, "scope": scope, "kernel": kernel})
+        edges.extend([src, n["id"]] for src in n["operands"])
+        if n["root"] is not None:
+            roots.append(n["id"])
+    with_kernel = sum(1 for n in nodes if n["kernel"])
+    computing = sum(1 for n in nodes if n["op"] != "xla::device_data")
+    return {"name": art.graph_name or art.graph_hash[:12], "hash": art.graph_hash, "nodes": nodes, "edges": edges,
+            "roots": roots,
+            # added to the contract: where the nodes come from, the steps that ran this graph, and the
+            # share of (non-input) nodes mapped to a kernel
+            "ir_source": art.ir_source, "steps": list(steps or []),
+            "kernel_share": round(with_kernel / computing, 4) if computing else None}
+
+
+# --- source lines -------------------------------------------------------------------------------
+def source_lines(c: CellCapture) -> list[dict]:
+    """Every line of the cell with the kernels of the main graph it feeds (the way ``%%cython -a``
+    annotates lines); ``flops`` sums those kernels' estimated flops."""
+    step = main_step(c)
+    by_line: dict[int, list[dict]] = {}
+    source = c.source.splitlines()
+    if step is not None and step.fusions:
+        # A graph compiled by an earlier run of this cell names that run's execution count; and
+        # execution counts are not unique (nbval runs every cell as count 1): the text must match too.
+        compiled_in = step.artifacts.compiled_in if step.artifacts else None
+        for ln, kernels in line_kernels(step):
+            number = ln["line"]
+            if ln.get("cell") not in (c.execution_count, compiled_in) or not 1 <= number <= len(source):
+                continue
+            code = ln.get("code")
+            if code == source[number - 1].strip() or (code is None and ln.get("cell") == c.execution_count):
+                by_line.setdefault(number, []).extend(kernels)
+    out = []
+    for number, code in enumerate(source, start=1):
+        kernels = by_line.get(number, [])
+        out.append({"line": number, "code": code, "kernels": [k["name"] for k in kernels],
+                    "flops": sum(k["flops"] for k in kernels)})
+    return out
+
+
+# --- runs ---------------------------------------------------------------------------------------
+def run_model(c: CellCapture) -> dict:
+    def transfer(t: dict):
+        parts = [t.get("to_device_s"), t.get("from_device_s")]
+        return None if all(p is None for p in parts) else sum(p or 0.0 for p in parts)
+
+    return {"execution_count": c.execution_count, "started_at": c.started_at,
+            "steps": [{"index": s.index, "cache": s.cache, "trace_s": s.timings.get("trace_s"),
+                       "compile_s": s.timings.get("compile_s"), "execute_s": s.timings.get("execute_s"),
+                       "transfer_s": transfer(s.timings)} for s in c.steps]}
