@@ -97,3 +97,9 @@ def unload_ipython_extension(ipython) -> None:
     for kind in ("line", "cell"):
         magics[kind].pop("xla", None)
     ipython.magics_manager.registry.pop("XlaMagics", None)
+
+
+def _jupyter_labextension_paths():
+    """The prebuilt JupyterLab extension (built from extension/ into xla_lab/labextension), for
+    `jupyter labextension develop`; wheels install it as shared data."""
+    return [{"src": "labextension", "dest": "xla-lab"}]

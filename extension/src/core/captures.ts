@@ -1,0 +1,256 @@
+// Captures of a notebook, for the JupyterLab side panel: found in cell outputs (saved in the .ipynb or
+// arriving live), kept per notebook with their earlier runs, listed as cells / runs / steps, and two steps
+// compared (graph diff, HLO diff, the recompile reason). Pure logic: no DOM, no JupyterLab.
+import { diffGraphs, describeDiff, type GraphDiff } from "./graphdiff";
+import { parsePanelModel, type Graph, type PanelModel, type Step } from "./model";
+import { stepRows, type StepRow } from "./steps";
+
+export const CAPTURE_MIME = "application/vnd.xla-lab.capture+json";
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** The capture payload of one output (nbformat dict, or JupyterLab's output model .toJSON()), else null. */
+export function captureOfOutput(output: unknown): unknown | null {
+  if (!isObj(output)) return null;
+  const t = output.output_type;
+  if (t !== undefined && t !== "display_data" && t !== "execute_result" && t !== "update_display_data") return null;
+  const data = output.data;
+  if (!isObj(data)) return null;
+  const raw = data[CAPTURE_MIME];
+  return raw === undefined || raw === null ? null : raw;
+}
+
+/** The capture payload of a live iopub message (display_data / execute_result / update_display_data). */
+export function captureOfIopub(msg: unknown): unknown | null {
+  if (!isObj(msg) || !isObj(msg.header) || !isObj(msg.content)) return null;
+  const t = msg.header.msg_type;
+  if (t !== "display_data" && t !== "execute_result" && t !== "update_display_data") return null;
+  return captureOfOutput({ output_type: t, data: msg.content.data });
+}
+
+/** A stable key of one run of one cell, read without parsing the whole model (cheap for huge graphs). */
+export function captureKey(raw: unknown): string | null {
+  let v = raw;
+  if (typeof v === "string") { try { v = JSON.parse(v); } catch { return null; } }
+  if (!isObj(v) || !isObj(v.capture)) return null;
+  const c = v.capture;
+  return `${String(c.cell_id ?? "")}|${String(c.execution_count ?? "")}|${String(c.started_at ?? "")}`;
+}
+
+export interface CaptureEntry {
+  key: string;
+  /** the notebook cell (model id) whose output holds it, when known */
+  cellModelId: string | null;
+  model: PanelModel;
+  /** the raw payload, for the per-cell renderer */
+  raw: unknown;
+  /** "saved": read from the notebook file; "live": arrived while this page watched */
+  origin: "saved" | "live";
+  /** 1-based run number among the captures of the same cell, oldest first */
+  run: number;
+  /** false once the cell's output no longer holds it (the cell ran again) */
+  inNotebook: boolean;
+}
+
+export interface StepRef { entry: CaptureEntry; step: Step }
+
+/** Captures of one notebook, earlier runs included. */
+export class CaptureStore {
+  private readonly byKey = new Map<string, CaptureEntry>();
+  private readonly bad = new Set<string>();
+  /** why outputs could not be read (the latest 20) */
+  readonly errors: string[] = [];
+
+  /** Add (or refresh) a capture; returns the entry, or null if the payload is not a readable panel model. */
+  add(raw: unknown, cellModelId: string | null, origin: "saved" | "live"): CaptureEntry | null {
+    const key = captureKey(raw);
+    if (key === null) { this.error("an output carries an unreadable xla_lab capture"); return null; }
+    if (this.bad.has(key)) return null;
+    const old = this.byKey.get(key);
+    if (old) {
+      if (cellModelId && !old.cellModelId) old.cellModelId = cellModelId;
+      old.inNotebook = old.inNotebook || cellModelId !== null;
+      return old;
+    }
+    let model: PanelModel;
+    try {
+      model = parsePanelModel(raw);
+    } catch (e) {
+      this.error((e as Error).message);
+      this.bad.add(key); // not parsed again on every scan
+      return null;
+    }
+    const entry: CaptureEntry = { key, cellModelId, model, raw, origin, run: 0, inNotebook: cellModelId !== null };
+    this.byKey.set(key, entry);
+    this.renumber();
+    return entry;
+  }
+
+  /**
+   * Mark which captures the notebook's outputs still hold (keys seen in the latest scan); the others
+   * stay listed as earlier runs.
+   */
+  markPresent(keys: ReadonlySet<string>) {
+    for (const e of this.byKey.values()) e.inNotebook = keys.has(e.key);
+  }
+
+  private error(msg: string) {
+    if (this.errors.includes(msg)) return;
+    this.errors.push(msg);
+    if (this.errors.length > 20) this.errors.splice(0, this.errors.length - 20);
+  }
+
+  get size() { return this.byKey.size; }
+  get(key: string) { return this.byKey.get(key); }
+
+  private renumber() {
+    const byCell = new Map<string, CaptureEntry[]>();
+    for (const e of this.byKey.values()) {
+      const id = e.model.capture.cell_id || e.cellModelId || e.key;
+      const list = byCell.get(id);
+      if (list) list.push(e); else byCell.set(id, [e]);
+    }
+    for (const list of byCell.values()) {
+      list.sort(byTime);
+      list.forEach((e, i) => { e.run = i + 1; });
+    }
+  }
+
+  /**
+   * Entries grouped by cell, in notebook order (`cellOrder`: cell model ids top to bottom; cells not
+   * in it last), runs oldest first.
+   */
+  cells(cellOrder: readonly string[] = []): { cellId: string; cellModelId: string | null; runs: CaptureEntry[] }[] {
+    const pos = new Map(cellOrder.map((id, i) => [id, i]));
+    const groups = new Map<string, CaptureEntry[]>();
+    for (const e of this.byKey.values()) {
+      const id = e.model.capture.cell_id || e.cellModelId || e.key;
+      const list = groups.get(id);
+      if (list) list.push(e); else groups.set(id, [e]);
+    }
+    const out = [...groups].map(([cellId, runs]) => {
+      runs.sort(byTime);
+      const cm = runs.map((r) => r.cellModelId).find((x) => x) ?? (pos.has(cellId) ? cellId : null);
+      return { cellId, cellModelId: cm, runs };
+    });
+    const rank = (g: { cellModelId: string | null; runs: CaptureEntry[] }) => (g.cellModelId != null && pos.has(g.cellModelId) ? pos.get(g.cellModelId)! : Infinity);
+    out.sort((x, y) => rank(x) - rank(y) || byTime(x.runs[0], y.runs[0]));
+    return out;
+  }
+
+  /** Every step of every capture, notebook order, as compare choices. */
+  steps(cellOrder: readonly string[] = []): StepRef[] {
+    const out: StepRef[] = [];
+    for (const g of this.cells(cellOrder)) for (const e of g.runs) for (const s of e.model.capture.steps) out.push({ entry: e, step: s });
+    return out;
+  }
+
+  find(id: string): StepRef | null {
+    const k = id.lastIndexOf("#");
+    if (k < 0) return null;
+    const e = this.byKey.get(id.slice(0, k));
+    const idx = Number(id.slice(k + 1));
+    const s = e?.model.capture.steps.find((st) => st.index === idx);
+    return e && s ? { entry: e, step: s } : null;
+  }
+}
+
+function byTime(a: CaptureEntry, b: CaptureEntry) {
+  return (a.model.capture.started_at - b.model.capture.started_at) || ((a.model.capture.execution_count ?? 0) - (b.model.capture.execution_count ?? 0));
+}
+
+/**
+ * The comparison to offer first: the last step that compiled although its cell had run a step before,
+ * against that earlier step (usually "why did run N compile again?"); else the last two steps.
+ */
+export function defaultPair(steps: readonly StepRef[]): [StepRef, StepRef] | null {
+  if (steps.length < 2) return null;
+  for (let j = steps.length - 1; j > 0; j--) {
+    const b = steps[j];
+    if (b.step.cache === "hit") continue;
+    for (let i = j - 1; i >= 0; i--) {
+      if (steps[i].entry.model.capture.cell_id === b.entry.model.capture.cell_id) return [steps[i], b];
+    }
+  }
+  return [steps[steps.length - 2], steps[steps.length - 1]];
+}
+
+export const stepId = (r: StepRef) => `${r.entry.key}#${r.step.index}`;
+
+/** "[5] train" */
+export function captureTitle(e: CaptureEntry): string {
+  const c = e.model.capture;
+  const name = c.graph_name ?? c.steps.find((s) => s.graph_name)?.graph_name ?? null;
+  return `[${c.execution_count ?? " "}]${name ? ` ${name}` : ""}`;
+}
+
+export function stepLabel(r: StepRef): string {
+  return `${captureTitle(r.entry)} run ${r.entry.run} \u00b7 step ${r.step.index} (${r.step.cache})`;
+}
+
+/** The step list of a capture with identical cache hits folded (steps 2-99, 98x hit). */
+export function stepListOf(e: CaptureEntry): StepRow[] {
+  return stepRows(e.model.capture.steps);
+}
+
+export function graphOfStep(r: StepRef): Graph | null {
+  return r.entry.model.graphs[r.step.graph_hash] ?? null;
+}
+
+/** Why step `r` compiled (or didn't): the recorded reason, else the summary's, else what its cache says. */
+export function recompileReason(r: StepRef): string | null {
+  if (r.step.recompile_reason) return r.step.recompile_reason;
+  const s = r.entry.model.summary.recompiles.find((x) => x.step === r.step.index);
+  return s ? s.reason : null;
+}
+
+export interface Comparison {
+  a: StepRef; b: StepRef;
+  sameGraph: boolean;
+  diff: GraphDiff;
+  /** the textual answer to "why did B compile again?" */
+  reason: string[];
+  hlo: { before: [string | null, string | null]; after: [string | null, string | null] };
+}
+
+export function compareSteps(a: StepRef, b: StepRef): Comparison {
+  const ga = graphOfStep(a), gb = graphOfStep(b);
+  const sameGraph = a.step.graph_hash === b.step.graph_hash && !!a.step.graph_hash;
+  const diff = diffGraphs(ga, gb);
+  const art = (r: StepRef) => r.entry.model.capture.artifacts[r.step.graph_hash];
+  const text = (v: unknown) => (typeof v === "string" && v ? v : null);
+  const reason: string[] = [];
+  const rec = recompileReason(b);
+  if (sameGraph) reason.push(`same graph (hash ${b.step.graph_hash.slice(0, 12)}): step B ${b.step.cache === "hit" ? "reused the compiled graph" : `was a cache ${b.step.cache}`}`);
+  else {
+    reason.push(`different graphs: ${a.step.graph_hash.slice(0, 12) || "?"} vs ${b.step.graph_hash.slice(0, 12) || "?"}; step B was a cache ${b.step.cache}`);
+    if (rec) reason.push(`recorded reason: ${rec}`);
+    if (!ga || !gb) reason.push(`no captured graph for step ${!ga ? "A" : "B"}`);
+    else reason.push(...describeDiff(diff));
+  }
+  return {
+    a, b, sameGraph, diff, reason,
+    hlo: { before: [text(art(a)?.hlo_before), text(art(b)?.hlo_before)], after: [text(art(a)?.hlo_after), text(art(b)?.hlo_after)] },
+  };
+}
+
+/**
+ * The 1-based line of `cellText` that a captured source line refers to. Captured lines count from the
+ * cell body (a `%%xla` cell's first line is the magic, not code), so the guess is `line` + 1 there. The guess
+ * stands if its text is `code`; else the nearest line whose text is `code` (the cell may have been edited
+ * since), else the guess clamped to the cell.
+ */
+export function resolveSourceLine(cellText: string, line: number, code?: string | null): number {
+  const lines = cellText.split("\n");
+  const guess = line + (lines[0]?.startsWith("%%") ? 1 : 0);
+  const norm = (s: string) => s.trim();
+  const want = code ? norm(code) : null;
+  const clamp = Math.min(Math.max(1, guess), Math.max(1, lines.length));
+  if (!want || norm(lines[clamp - 1] ?? "") === want) return clamp;
+  let best = -1;
+  for (let i = 0; i < lines.length; i++) {
+    if (norm(lines[i]) === want && (best < 0 || Math.abs(i + 1 - guess) < Math.abs(best - guess))) best = i + 1;
+  }
+  return best > 0 ? best : clamp;
+}

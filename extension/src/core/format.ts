@@ -1,0 +1,24 @@
+export function fmtBytes(n: number | null | undefined): string {
+  if (n == null) return "-";
+  for (const [scale, unit] of [[2 ** 30, "GiB"], [2 ** 20, "MiB"], [2 ** 10, "KiB"]] as const) {
+    if (n >= scale) return `${(n / scale).toFixed(1)} ${unit}`;
+  }
+  return `${Math.round(n)} B`;
+}
+
+export function fmtCount(n: number | null | undefined, unit: string): string {
+  if (n == null) return "-";
+  for (const [scale, prefix] of [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "K"]] as const) {
+    if (n >= scale) return `${(n / scale).toFixed(1)} ${prefix}${unit}`;
+  }
+  return `${Math.round(n)} ${unit}`;
+}
+
+export function fmtSeconds(s: number | null | undefined): string {
+  if (s == null) return "-";
+  if (s >= 100) return `${s.toFixed(0)} s`;
+  if (s >= 1) return `${s.toFixed(2)} s`;
+  if (s >= 1e-3) return `${(s * 1e3).toFixed(1)} ms`;
+  if (s > 0) return `${(s * 1e6).toFixed(0)} \u00b5s`;
+  return "0 s";
+}

@@ -1,0 +1,42 @@
+// The fusion map's table: sorting kernels, their lines, and the annotated cell source.
+import type { Kernel, SourceLine } from "./model";
+
+export type KernelSortKey = "name" | "kind" | "flops" | "bytes" | "members";
+
+/** Kernels sorted by `key` (descending for numbers, ascending for text unless `desc`); ties by name. */
+export function sortKernels(kernels: readonly Kernel[], key: KernelSortKey, desc?: boolean): Kernel[] {
+  const d = desc ?? (key === "flops" || key === "bytes" || key === "members");
+  const val = (k: Kernel): number | string => key === "members" ? k.members.length : key === "name" ? k.name : key === "kind" ? k.kind : k[key];
+  return [...kernels].sort((x, y) => {
+    const a = val(x), b = val(y);
+    let c = typeof a === "number" && typeof b === "number" ? a - b : String(a) < String(b) ? -1 : String(a) > String(b) ? 1 : 0;
+    if (d) c = -c;
+    if (c === 0) c = x.name < y.name ? -1 : x.name > y.name ? 1 : 0;
+    return c;
+  });
+}
+
+export function kernelLineText(k: Kernel, limit = 4): string {
+  const parts = k.lines.slice(0, limit).map((l) => (l.cell != null ? `[${l.cell}]:${l.line}` : `${l.file ?? ""}:${l.line}`));
+  if (k.lines.length > limit) parts.push(`+${k.lines.length - limit}`);
+  return parts.length ? parts.join(" ") : k.sources.slice(0, 2).join(", ");
+}
+
+export interface AnnotatedLine { line: number; code: string; kernels: string[]; flops: number; bytes: number; heat: number }
+
+/** Each source line with the kernels it feeds and a heat 0..1 (share of the heaviest line's bytes+flops). */
+export function annotateSource(lines: readonly SourceLine[], kernels: readonly Kernel[]): AnnotatedLine[] {
+  const byName = new Map(kernels.map((k) => [k.name, k]));
+  const rows = lines.map((l) => {
+    let flops = 0, bytes = 0;
+    for (const name of l.kernels) {
+      const k = byName.get(name);
+      if (k) { flops += k.flops; bytes += k.bytes; }
+    }
+    return { line: l.line, code: l.code, kernels: [...l.kernels], flops, bytes, heat: 0 };
+  });
+  const score = (r: AnnotatedLine) => r.flops + r.bytes;
+  const max = Math.max(0, ...rows.map(score));
+  for (const r of rows) r.heat = max > 0 ? score(r) / max : 0;
+  return rows;
+}

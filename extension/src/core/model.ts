@@ -1,0 +1,299 @@
+// The panel model (schema "xla_lab.panel/1", see notes/panel_contract.md): types and a validating parser.
+// Pure logic: no DOM. The parser checks structure, not every optional field; it rejects what would make
+// the views crash (wrong types where the views index or iterate) with a message naming the path.
+
+export const PANEL_SCHEMA = "xla_lab.panel/1";
+
+export interface SourceRef { cell: number | null; line: number; code?: string | null; file?: string }
+
+export interface Kernel {
+  name: string; kind: string; computation?: string;
+  members: string[]; aten_ops: string[]; lines: SourceRef[]; sources: string[];
+  shape: string; flops: number; bytes: number; collective?: boolean; lines_inferred?: boolean;
+}
+
+export interface BufferInfo {
+  allocation?: number; bytes: number; kind: string; parameter?: number | null;
+  instruction?: string | null; shape?: string; values?: number; source?: SourceRef | null;
+}
+
+export interface Memory {
+  peak_bytes?: number; parameter_bytes?: number; output_bytes?: number; temp_bytes?: number;
+  constant_bytes?: number; live_out_bytes?: number; allocations?: number; largest?: BufferInfo[];
+}
+
+export interface Artifacts {
+  graph_hash: string; graph_name?: string | null;
+  hlo_before?: string | null; hlo_after?: string | null;
+  fusions?: Kernel[] | null; memory?: Memory | null;
+  [k: string]: unknown;
+}
+
+export interface Step {
+  index: number; graph_name: string | null; graph_hash: string; cache: string;
+  sync_cause: string; sync_line?: number | null; sync_code?: string | null;
+  timings: Record<string, number | null>; fallback_ops?: Record<string, number>;
+  recompile_reason?: string | null; ir_nodes?: number | null;
+}
+
+export interface Capture {
+  schema: string; cell_id: string; execution_count: number | null; source: string; started_at: number;
+  graph_name?: string | null; steps: Step[]; artifacts: Record<string, Artifacts>;
+  wall_s?: number | null; error?: string | null; notes?: string[];
+  [k: string]: unknown;
+}
+
+export interface GraphNode {
+  id: number; op: string; shape: string | null; cell: number | null; line: number | null;
+  code: string | null; scope: string | null; kernel: string | null;
+}
+
+export interface Graph {
+  name: string; hash: string; nodes: GraphNode[]; edges: [number, number][]; roots: number[];
+}
+
+export interface Summary {
+  steps: number; compiles: number; cache_hits: number; precompiled: number;
+  trace_s: number; compile_s: number; execute_s: number; transfer_s: number;
+  recompiles: { step: number; reason: string }[]; warnings: string[];
+}
+
+export interface SourceLine { line: number; code: string; kernels: string[] }
+
+export interface RunStep {
+  index: number; cache: string;
+  trace_s: number | null; compile_s: number | null; execute_s: number | null; transfer_s: number | null;
+}
+
+export interface Run { execution_count: number | null; started_at: number; steps: RunStep[] }
+
+export interface PanelModel {
+  schema: string; capture: Capture; summary: Summary; main_graph: string | null;
+  graphs: Record<string, Graph>; source_lines: SourceLine[]; runs: Run[];
+}
+
+export interface Progress {
+  state: "idle" | "compiling" | "running" | "done"; what: string; elapsed_s: number;
+  expected_s: number | null; step: number | null;
+}
+
+export class PanelModelError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "PanelModelError";
+  }
+}
+
+type Obj = Record<string, unknown>;
+
+function fail(path: string, what: string, got: unknown): never {
+  const kind = got === null ? "null" : Array.isArray(got) ? "array" : typeof got;
+  throw new PanelModelError(`invalid xla_lab panel model: ${path} must be ${what} (got ${kind})`);
+}
+function obj(v: unknown, path: string): Obj {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) fail(path, "an object", v);
+  return v as Obj;
+}
+function arr(v: unknown, path: string): unknown[] {
+  if (!Array.isArray(v)) fail(path, "an array", v);
+  return v;
+}
+function num(v: unknown, path: string): number {
+  if (typeof v !== "number" || !Number.isFinite(v)) fail(path, "a finite number", v);
+  return v;
+}
+function numOrNull(v: unknown, path: string): number | null {
+  return v === null || v === undefined ? null : num(v, path);
+}
+function str(v: unknown, path: string): string {
+  if (typeof v !== "string") fail(path, "a string", v);
+  return v;
+}
+function strOrNull(v: unknown, path: string): string | null {
+  return v === null || v === undefined ? null : str(v, path);
+}
+function strList(v: unknown, path: string): string[] {
+  return arr(v ?? [], path).map((x, i) => str(x, `${path}[${i}]`));
+}
+
+function parseNode(v: unknown, path: string): GraphNode {
+  const o = obj(v, path);
+  return {
+    id: num(o.id, `${path}.id`),
+    op: str(o.op, `${path}.op`),
+    shape: strOrNull(o.shape, `${path}.shape`),
+    cell: numOrNull(o.cell, `${path}.cell`),
+    line: numOrNull(o.line, `${path}.line`),
+    code: strOrNull(o.code, `${path}.code`),
+    scope: strOrNull(o.scope, `${path}.scope`),
+    kernel: strOrNull(o.kernel, `${path}.kernel`),
+  };
+}
+
+export function parseGraph(v: unknown, path = "graph"): Graph {
+  const o = obj(v, path);
+  const nodes = arr(o.nodes, `${path}.nodes`).map((n, i) => parseNode(n, `${path}.nodes[${i}]`));
+  const ids = new Set<number>();
+  for (const n of nodes) {
+    if (ids.has(n.id)) throw new PanelModelError(`invalid xla_lab panel model: ${path} has two nodes with id ${n.id}`);
+    ids.add(n.id);
+  }
+  const edges = arr(o.edges ?? [], `${path}.edges`).map((e, i) => {
+    const p = `${path}.edges[${i}]`;
+    const pair = arr(e, p);
+    if (pair.length !== 2) fail(p, "a [src, dst] pair", e);
+    const s = num(pair[0], `${p}[0]`), d = num(pair[1], `${p}[1]`);
+    if (!ids.has(s) || !ids.has(d)) {
+      throw new PanelModelError(`invalid xla_lab panel model: ${p} refers to a node that does not exist (${s} -> ${d})`);
+    }
+    return [s, d] as [number, number];
+  });
+  const roots = arr(o.roots ?? [], `${path}.roots`).map((r, i) => num(r, `${path}.roots[${i}]`));
+  return { name: str(o.name ?? "graph", `${path}.name`), hash: str(o.hash ?? "", `${path}.hash`), nodes, edges, roots };
+}
+
+function parseKernel(v: unknown, path: string): Kernel {
+  const o = obj(v, path);
+  return {
+    ...(o as unknown as Kernel),
+    name: str(o.name, `${path}.name`),
+    kind: str(o.kind ?? "", `${path}.kind`),
+    members: strList(o.members, `${path}.members`),
+    aten_ops: strList(o.aten_ops, `${path}.aten_ops`),
+    lines: arr(o.lines ?? [], `${path}.lines`).map((l, i) => {
+      const lo = obj(l, `${path}.lines[${i}]`);
+      return { ...lo, cell: numOrNull(lo.cell, `${path}.lines[${i}].cell`), line: num(lo.line, `${path}.lines[${i}].line`),
+        code: strOrNull(lo.code, `${path}.lines[${i}].code`) } as SourceRef;
+    }),
+    sources: strList(o.sources, `${path}.sources`),
+    shape: str(o.shape ?? "", `${path}.shape`),
+    flops: num(o.flops ?? 0, `${path}.flops`),
+    bytes: num(o.bytes ?? 0, `${path}.bytes`),
+  };
+}
+
+function parseCapture(v: unknown, path: string): Capture {
+  const o = obj(v, path);
+  const steps = arr(o.steps ?? [], `${path}.steps`).map((s, i) => {
+    const p = `${path}.steps[${i}]`;
+    const so = obj(s, p);
+    num(so.index, `${p}.index`);
+    str(so.cache, `${p}.cache`);
+    obj(so.timings ?? {}, `${p}.timings`);
+    return { ...so, timings: (so.timings ?? {}) as Record<string, number | null> } as unknown as Step;
+  });
+  const rawArtifacts = obj(o.artifacts ?? {}, `${path}.artifacts`);
+  const artifacts: Record<string, Artifacts> = {};
+  for (const [h, a] of Object.entries(rawArtifacts)) {
+    const p = `${path}.artifacts[${JSON.stringify(h)}]`;
+    const ao = obj(a, p);
+    strOrNull(ao.hlo_before, `${p}.hlo_before`);
+    strOrNull(ao.hlo_after, `${p}.hlo_after`);
+    const fusions = ao.fusions == null ? null
+      : arr(ao.fusions, `${p}.fusions`).map((k, i) => parseKernel(k, `${p}.fusions[${i}]`));
+    const memory = ao.memory == null ? null : (obj(ao.memory, `${p}.memory`) as Memory);
+    if (memory?.largest != null) arr(memory.largest, `${p}.memory.largest`);
+    artifacts[h] = { ...ao, graph_hash: String(ao.graph_hash ?? h), fusions, memory } as Artifacts;
+  }
+  return {
+    ...o, schema: str(o.schema ?? "", `${path}.schema`), cell_id: str(o.cell_id ?? "", `${path}.cell_id`),
+    execution_count: numOrNull(o.execution_count, `${path}.execution_count`),
+    source: str(o.source ?? "", `${path}.source`), started_at: num(o.started_at ?? 0, `${path}.started_at`),
+    steps, artifacts,
+  } as Capture;
+}
+
+const SUMMARY_NUMBERS = ["steps", "compiles", "cache_hits", "precompiled", "trace_s", "compile_s", "execute_s", "transfer_s"] as const;
+
+function parseSummary(v: unknown, path: string): Summary {
+  const o = obj(v, path);
+  const out: Obj = {};
+  for (const k of SUMMARY_NUMBERS) out[k] = num(o[k] ?? 0, `${path}.${k}`);
+  out.recompiles = arr(o.recompiles ?? [], `${path}.recompiles`).map((r, i) => {
+    const ro = obj(r, `${path}.recompiles[${i}]`);
+    return { step: num(ro.step, `${path}.recompiles[${i}].step`), reason: str(ro.reason, `${path}.recompiles[${i}].reason`) };
+  });
+  out.warnings = strList(o.warnings, `${path}.warnings`);
+  return out as unknown as Summary;
+}
+
+function parseRun(v: unknown, path: string): Run {
+  const o = obj(v, path);
+  return {
+    execution_count: numOrNull(o.execution_count, `${path}.execution_count`),
+    started_at: num(o.started_at ?? 0, `${path}.started_at`),
+    steps: arr(o.steps ?? [], `${path}.steps`).map((s, i) => {
+      const p = `${path}.steps[${i}]`;
+      const so = obj(s, p);
+      return {
+        index: num(so.index, `${p}.index`), cache: str(so.cache ?? "", `${p}.cache`),
+        trace_s: numOrNull(so.trace_s, `${p}.trace_s`), compile_s: numOrNull(so.compile_s, `${p}.compile_s`),
+        execute_s: numOrNull(so.execute_s, `${p}.execute_s`), transfer_s: numOrNull(so.transfer_s, `${p}.transfer_s`),
+      };
+    }),
+  };
+}
+
+/** Validate a panel model received from the kernel (or read from a saved output). */
+export function parsePanelModel(raw: unknown): PanelModel {
+  if (typeof raw === "string") {
+    try {
+      raw = JSON.parse(raw);
+    } catch (e) {
+      throw new PanelModelError(`invalid xla_lab panel model: not JSON (${(e as Error).message})`);
+    }
+  }
+  const o = obj(raw, "model");
+  const schema = o.schema;
+  if (typeof schema !== "string" || !schema.startsWith("xla_lab.panel/")) {
+    throw new PanelModelError(`not an xla_lab panel model (schema=${JSON.stringify(schema ?? null)})`);
+  }
+  if (schema !== PANEL_SCHEMA) {
+    throw new PanelModelError(`panel model schema ${JSON.stringify(schema)} is not readable by this panel (${PANEL_SCHEMA})`);
+  }
+  const graphsRaw = obj(o.graphs ?? {}, "model.graphs");
+  const graphs: Record<string, Graph> = {};
+  for (const [h, g] of Object.entries(graphsRaw)) graphs[h] = parseGraph(g, `model.graphs[${JSON.stringify(h)}]`);
+  const main = strOrNull(o.main_graph, "model.main_graph");
+  if (main !== null && !(main in graphs) && Object.keys(graphs).length > 0) {
+    throw new PanelModelError(`invalid xla_lab panel model: main_graph ${JSON.stringify(main)} is not in model.graphs`);
+  }
+  return {
+    schema,
+    capture: parseCapture(o.capture, "model.capture"),
+    summary: parseSummary(o.summary, "model.summary"),
+    main_graph: main,
+    graphs,
+    source_lines: arr(o.source_lines ?? [], "model.source_lines").map((l, i) => {
+      const lo = obj(l, `model.source_lines[${i}]`);
+      return { line: num(lo.line, `model.source_lines[${i}].line`), code: str(lo.code ?? "", `model.source_lines[${i}].code`),
+        kernels: strList(lo.kernels, `model.source_lines[${i}].kernels`) };
+    }),
+    runs: arr(o.runs ?? [], "model.runs").map((r, i) => parseRun(r, `model.runs[${i}]`)),
+  };
+}
+
+export function parseProgress(raw: unknown): Progress | null {
+  if (typeof raw !== "object" || raw === null) return null;
+  const o = raw as Obj;
+  const state = o.state;
+  if (state !== "idle" && state !== "compiling" && state !== "running" && state !== "done") return null;
+  const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : null);
+  return { state, what: typeof o.what === "string" ? o.what : "", elapsed_s: n(o.elapsed_s) ?? 0,
+    expected_s: n(o.expected_s), step: n(o.step) };
+}
+
+/** Kernels of the graph `hash` (the artifacts' fusion map), [] when none. */
+export function kernelsOf(m: PanelModel, hash: string | null): Kernel[] {
+  if (!hash) return [];
+  return m.capture.artifacts[hash]?.fusions ?? [];
+}
+
+/** The graph the panel opens on: main_graph, else the first graph. */
+export function mainGraphHash(m: PanelModel): string | null {
+  if (m.main_graph && m.main_graph in m.graphs) return m.main_graph;
+  const keys = Object.keys(m.graphs);
+  if (keys.length) return keys[0];
+  const art = Object.keys(m.capture.artifacts);
+  return art.length ? art[0] : null;
+}

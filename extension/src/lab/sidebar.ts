@@ -1,0 +1,284 @@
+// The "XLA Lab" side panel: the captured cells, runs and steps of the active notebook (saved outputs
+// and live ones), a step opened at full size, two steps compared. The big views load lazily (views.ts).
+import type { ICodeCellModel } from "@jupyterlab/cells";
+import type { NotebookPanel, INotebookTracker } from "@jupyterlab/notebook";
+import type { ISessionContext } from "@jupyterlab/apputils";
+import type { KernelMessage } from "@jupyterlab/services";
+import { Widget } from "@lumino/widgets";
+import {
+  CaptureStore, captureKey, captureOfIopub, captureOfOutput, captureTitle, defaultPair, stepId, stepLabel, stepListOf,
+  type CaptureEntry, type StepRef,
+} from "../core/captures";
+import { fmtSeconds } from "../core/format";
+import type { SourceRef } from "../core/model";
+import { clear, h } from "../panel/dom";
+import type { VizLike } from "../panel/viz";
+import { revealSource } from "./reveal";
+
+type Views = typeof import("./views");
+let viewsPromise: Promise<Views> | null = null;
+export const loadViews = () => (viewsPromise ??= import("./views"));
+
+export interface SidebarDeps {
+  tracker: INotebookTracker;
+  getViz: () => Promise<VizLike>;
+  /** put the detail widget in the main area next to the notebook (or bring it to front) */
+  showDetail: (w: Widget, panel: NotebookPanel | null) => void;
+}
+
+/** The main-area widget that shows one step or one comparison. */
+export class XlaDetail extends Widget {
+  private current: { dispose(): void } | null = null;
+  constructor() {
+    super();
+    this.id = "xla-lab-detail";
+    this.addClass("xla-lab-detail");
+    this.title.label = "XLA Lab";
+    this.title.closable = true;
+  }
+  showView(title: string, mode: "step" | "compare", view: { el: HTMLElement; dispose(): void }) {
+    this.current?.dispose();
+    this.current = view;
+    this.title.label = title;
+    this.node.dataset.mode = mode;
+    this.node.replaceChildren(view.el);
+  }
+  dispose() {
+    this.current?.dispose();
+    super.dispose();
+  }
+}
+
+export class XlaSidebar extends Widget {
+  private readonly deps: SidebarDeps;
+  private readonly stores = new WeakMap<NotebookPanel, CaptureStore>();
+  private panel: NotebookPanel | null = null;
+  private readonly headEl: HTMLElement;
+  private readonly listEl: HTMLElement;
+  private readonly selA: HTMLSelectElement;
+  private readonly selB: HTMLSelectElement;
+  private readonly compareBtn: HTMLButtonElement;
+  private readonly errorsEl: HTMLElement;
+  private scanTimer: ReturnType<typeof setTimeout> | undefined;
+  private detail: XlaDetail | null = null;
+  private selected: string | null = null;
+
+  constructor(deps: SidebarDeps) {
+    super();
+    this.deps = deps;
+    this.id = "xla-lab-sidebar";
+    this.addClass("xla-lab-sidebar");
+    this.addClass("xla-panel");
+    this.title.caption = "XLA Lab: captured graphs, HLO and recompiles of this notebook";
+    this.headEl = h("div", { class: "xla-lab-head" });
+    this.listEl = h("div", { class: "xla-lab-list", role: "tree" });
+    this.errorsEl = h("div", { class: "xla-warning", hidden: true });
+    this.selA = h("select", { class: "xla-lab-select-a", "aria-label": "compare: step A" });
+    this.selB = h("select", { class: "xla-lab-select-b", "aria-label": "compare: step B" });
+    for (const sel of [this.selA, this.selB]) sel.addEventListener("change", () => { sel.dataset.chosen = sel.value; });
+    this.compareBtn = h("button", { type: "button", class: "xla-btn xla-lab-compare-btn" }, "Compare");
+    this.compareBtn.addEventListener("click", () => void this.compare(this.selA.value, this.selB.value));
+    const compare = h("div", { class: "xla-lab-compare" },
+      h("div", { class: "xla-lab-compare-title" }, "Compare two steps or runs"),
+      h("label", null, "A ", this.selA), h("label", null, "B ", this.selB), this.compareBtn);
+    this.node.append(h("div", { class: "xla-lab-sidebar-body" },
+      h("h2", { class: "xla-lab-title" }, "XLA Lab"), this.headEl, compare, this.errorsEl, this.listEl));
+    deps.tracker.currentChanged.connect((_, p) => this.follow(p), this);
+    this.follow(deps.tracker.currentWidget);
+  }
+
+  get store(): CaptureStore | null {
+    return this.panel ? this.storeOf(this.panel) : null;
+  }
+
+  private storeOf(p: NotebookPanel): CaptureStore {
+    let s = this.stores.get(p);
+    if (!s) { s = new CaptureStore(); this.stores.set(p, s); }
+    return s;
+  }
+
+  // --- following the notebook -------------------------------------------------------------
+  private follow(p: NotebookPanel | null) {
+    if (p === this.panel) return;
+    if (this.panel) {
+      this.panel.model?.contentChanged.disconnect(this.onContent, this);
+      this.panel.sessionContext.iopubMessage.disconnect(this.onIopub, this);
+    }
+    this.panel = p;
+    if (p) {
+      p.sessionContext.iopubMessage.connect(this.onIopub, this);
+      void p.context.ready.then(() => {
+        if (this.panel !== p) return;
+        p.model?.contentChanged.connect(this.onContent, this);
+        // what the notebook holds when it opens is "saved"; later outputs are "live"
+        this.scan("saved");
+      });
+      p.disposed.connect(this.onDisposed, this);
+    }
+    this.draw();
+  }
+
+  private onDisposed(p: NotebookPanel) {
+    if (this.panel === p) this.follow(null);
+  }
+
+  private onContent() {
+    clearTimeout(this.scanTimer);
+    this.scanTimer = setTimeout(() => { if (this.panel?.context.isReady) this.scan("live"); }, 250);
+  }
+
+  private onIopub(_: ISessionContext, msg: KernelMessage.IMessage) {
+    const p = this.panel;
+    if (!p) return;
+    const raw = captureOfIopub(msg);
+    if (raw != null) {
+      // live: known at once, before the output model has it; the cell comes from the capture's cell_id
+      const e = this.storeOf(p).add(raw, null, "live");
+      if (e) { e.cellModelId ??= p.content.widgets.some((c) => c.model.id === e.model.capture.cell_id) ? e.model.capture.cell_id : null; this.draw(); }
+    }
+    if (msg.header.msg_type === "status" && (msg.content as { execution_state?: string }).execution_state === "idle") this.onContent();
+  }
+
+  /** Read every capture the notebook's outputs hold now. */
+  scan(origin: "saved" | "live") {
+    const p = this.panel;
+    if (!p?.model) return;
+    const store = this.storeOf(p);
+    const present = new Set<string>();
+    for (const cell of p.model.cells) {
+      if (cell.type !== "code") continue;
+      const outputs = (cell as ICodeCellModel).outputs;
+      for (let i = 0; i < outputs.length; i++) {
+        const o = outputs.get(i);
+        const raw = captureOfOutput({ output_type: o.type, data: o.data });
+        if (raw == null) continue;
+        const key = captureKey(raw);
+        if (key) present.add(key);
+        store.add(raw, cell.id, origin);
+      }
+    }
+    store.markPresent(present);
+    this.draw();
+  }
+
+  private cellOrder(): string[] {
+    const m = this.panel?.model;
+    if (!m) return [];
+    const out: string[] = [];
+    for (const c of m.cells) out.push(c.id);
+    return out;
+  }
+
+  // --- drawing the list -------------------------------------------------------------------
+  draw() {
+    const p = this.panel, store = this.store;
+    clear(this.headEl);
+    clear(this.listEl);
+    if (!p || !store) {
+      this.headEl.append(h("p", { class: "xla-muted" }, "Open a notebook: its %%xla captures are listed here."));
+      this.fillSelects([]);
+      this.node.dataset.captures = "0";
+      return;
+    }
+    const groups = store.cells(this.cellOrder());
+    // compare choices: every step, but a run of identical cache hits is one choice (its first step)
+    const firsts = new Map<CaptureEntry, Set<number>>();
+    for (const g of groups) for (const e of g.runs) firsts.set(e, new Set(stepListOf(e).map((row) => row.first)));
+    const steps = store.steps(this.cellOrder()).filter((r) => firsts.get(r.entry)?.has(r.step.index));
+    const total = groups.reduce((n, g) => n + g.runs.reduce((m, e) => m + e.model.capture.steps.length, 0), 0);
+    this.headEl.append(h("div", { class: "xla-lab-nb" }, h("b", null, p.context.localPath.split("/").pop() ?? ""),
+      h("span", { class: "xla-muted" }, ` \u00b7 ${store.size} capture${store.size === 1 ? "" : "s"}, ${total} step${total === 1 ? "" : "s"}`)));
+    this.node.dataset.captures = String(store.size);
+    this.errorsEl.hidden = !store.errors.length;
+    this.errorsEl.textContent = store.errors.slice(-3).join("; ");
+    if (!groups.length) {
+      this.listEl.append(h("p", { class: "xla-muted xla-lab-empty" }, "No captures yet: run a %%xla cell (or open a notebook saved with its outputs)."));
+    }
+    for (const g of groups) {
+      const last = g.runs[g.runs.length - 1];
+      const sec = h("section", { class: "xla-lab-cell", "data-cell-id": g.cellId });
+      const title = h("button", { type: "button", class: "xla-link xla-lab-cell-title", title: "show the cell" }, `cell ${captureTitle(last)}`);
+      title.addEventListener("click", () => void this.reveal(last, { cell: null, line: 1, code: null }));
+      sec.append(title);
+      for (const e of g.runs) sec.append(this.runEl(e));
+      this.listEl.append(sec);
+    }
+    this.fillSelects(steps);
+  }
+
+  private runEl(e: CaptureEntry): HTMLElement {
+    const s = e.model.summary;
+    const tag = !e.inNotebook ? "earlier run" : e.origin === "saved" ? "saved" : "live";
+    const run = h("div", { class: "xla-lab-run", "data-key": e.key, "data-run": String(e.run), "data-origin": e.origin, "data-in-notebook": String(e.inNotebook) },
+      h("div", { class: "xla-lab-run-title" }, `run ${e.run} `, h("span", { class: "xla-muted" },
+        `[${e.model.capture.execution_count ?? " "}] \u00b7 ${s.steps} step${s.steps === 1 ? "" : "s"}, ${s.compiles} compiled, ${s.cache_hits} hits \u00b7 ${tag}`)));
+    const ul = h("ul", { class: "xla-lab-steps" });
+    for (const row of stepListOf(e)) {
+      const step = e.model.capture.steps.find((x) => x.index === row.first)!;
+      const id = stepId({ entry: e, step });
+      const label = row.count > 1 ? `steps ${row.first}-${row.last} (${row.count}x)` : `step ${row.first}`;
+      const reason = step.recompile_reason ?? e.model.summary.recompiles.find((r) => r.step === row.first)?.reason ?? null;
+      const b = h("button", { type: "button", class: `xla-lab-step xla-cache-${row.cache}`, "data-step-id": id, "data-step": String(row.first), "data-cache": row.cache,
+        "aria-selected": String(this.selected === id), title: reason ? `recompile reason: ${reason}` : row.cause },
+        h("span", { class: "xla-lab-step-name" }, label), h("span", { class: `xla-badge xla-cache-${row.cache}` }, row.cache),
+        h("span", { class: "xla-muted" }, ` ${row.cache === "hit" ? fmtSeconds(row.execute_s) : fmtSeconds(row.compile_s)} \u00b7 ${row.cause}${row.line != null ? ` @ ${row.line}` : ""}`));
+      b.addEventListener("click", () => void this.openStep(id));
+      ul.append(h("li", null, b));
+    }
+    run.append(ul);
+    return run;
+  }
+
+  private fillSelects(steps: StepRef[]) {
+    const pair = defaultPair(steps);
+    ([[this.selA, pair?.[0]], [this.selB, pair?.[1]]] as const).forEach(([sel, pick]) => {
+      const keep = sel.dataset.chosen;
+      clear(sel);
+      for (const r of steps) sel.append(h("option", { value: stepId(r) }, stepLabel(r)));
+      // a choice the user made stays; otherwise the default pair follows new captures
+      if (keep && steps.some((r) => stepId(r) === keep)) sel.value = keep;
+      else if (pick) sel.value = stepId(pick);
+    });
+    this.compareBtn.disabled = steps.length < 2;
+  }
+
+  // --- detail views -----------------------------------------------------------------------
+  private ensureDetail(): XlaDetail {
+    if (!this.detail || this.detail.isDisposed) this.detail = new XlaDetail();
+    return this.detail;
+  }
+
+  /** Open step `id` ("<capture key>#<step index>") at full size in the main area. */
+  async openStep(id: string): Promise<void> {
+    const t0 = performance.now();
+    const r = this.store?.find(id);
+    if (!r) return;
+    this.selected = id;
+    for (const b of Array.from(this.listEl.querySelectorAll<HTMLElement>(".xla-lab-step"))) b.setAttribute("aria-selected", String(b.dataset.stepId === id));
+    const views = await loadViews();
+    const d = this.ensureDetail();
+    d.showView(`XLA Lab: ${captureTitle(r.entry)} step ${r.step.index}`, "step", views.stepView(r, this.viewDeps(), t0));
+    this.deps.showDetail(d, this.panel);
+  }
+
+  async compare(idA: string, idB: string): Promise<void> {
+    const t0 = performance.now();
+    const a = this.store?.find(idA), b = this.store?.find(idB);
+    if (!a || !b) return;
+    const views = await loadViews();
+    const d = this.ensureDetail();
+    d.showView(`XLA Lab: compare`, "compare", views.compareView(a, b, this.viewDeps(), t0));
+    this.deps.showDetail(d, this.panel);
+  }
+
+  private viewDeps() {
+    return { getViz: this.deps.getViz, onSource: (r: StepRef, ref: SourceRef) => void this.reveal(r.entry, ref) };
+  }
+
+  /** Scroll the notebook to the cell of `ref` and mark its line. */
+  async reveal(e: CaptureEntry, ref: SourceRef): Promise<boolean> {
+    const p = this.panel;
+    if (!p) return false;
+    return revealSource(p, { cellModelId: e.cellModelId, captureCellId: e.model.capture.cell_id, executionCount: e.model.capture.execution_count }, ref);
+  }
+}

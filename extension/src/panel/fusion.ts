@@ -1,0 +1,96 @@
+// The Fusion map tab: the kernels of the optimized module (sortable, expandable) and the cell source
+// annotated with the kernels each line feeds.
+import { kernelColor } from "../core/dot";
+import { fmtBytes, fmtCount } from "../core/format";
+import { annotateSource, kernelLineText, sortKernels, type KernelSortKey } from "../core/kernels";
+import type { Kernel, SourceLine, SourceRef } from "../core/model";
+import { h } from "./dom";
+
+export interface FusionView { el: HTMLElement; focusKernel(name: string): void }
+
+const COLS: [KernelSortKey | null, string][] = [["name", "kernel"], ["kind", "kind"], [null, "shape"], ["flops", "flops"], ["bytes", "bytes"], ["members", "members"], [null, "aten ops"], [null, "lines"]];
+
+/** `onSource`: when set, opening a kernel (or clicking one of its lines) also shows that source line (the side panel). */
+export function renderFusion(kernels: readonly Kernel[], source: readonly SourceLine[], onSource?: (ref: SourceRef) => void): FusionView {
+  let key: KernelSortKey = "flops";
+  let desc = true;
+  const open = new Set<string>();
+  const table = h("table", { class: "xla-table xla-kernels" });
+  const el = h("div", { class: "xla-fusion" });
+  if (!kernels.length) el.append(h("p", { class: "xla-muted xla-empty" }, "No kernels: the optimized HLO of this graph was not captured."));
+  else el.append(h("p", { class: "xla-muted" }, `${kernels.length} kernels. Click a column to sort, a row to see its members, aten ops and lines.`), h("div", { class: "xla-scroll" }, table));
+
+  function drawTable() {
+    const head = h("tr", null, COLS.map(([k, label]) => {
+      const th = h("th", k ? { class: "xla-sortable", "data-sort": k, "aria-sort": k === key ? (desc ? "descending" : "ascending") : "none" } : null,
+        label + (k === key ? (desc ? " \u25be" : " \u25b4") : ""));
+      if (k) th.addEventListener("click", () => { if (key === k) desc = !desc; else { key = k; desc = k === "flops" || k === "bytes" || k === "members"; } drawTable(); });
+      return th;
+    }));
+    const body = h("tbody");
+    for (const k of sortKernels(kernels, key, desc)) {
+      const tr = h("tr", { class: "xla-kernel-row", "data-kernel": k.name, "aria-expanded": open.has(k.name) ? "true" : "false" },
+        h("td", null, h("span", { class: "xla-swatch", style: `background:${kernelColor(k.name)}` }), h("code", null, k.name)),
+        h("td", null, k.kind + (k.collective ? " (collective)" : "")), h("td", null, h("code", null, k.shape)),
+        h("td", { class: "xla-num" }, fmtCount(k.flops, "FLOP")), h("td", { class: "xla-num" }, fmtBytes(k.bytes)),
+        h("td", { class: "xla-num" }, String(k.members.length)),
+        h("td", null, k.aten_ops.slice(0, 3).map((o) => o.replace(/^aten::/, "")).join(", ") + (k.aten_ops.length > 3 ? ` +${k.aten_ops.length - 3}` : "")),
+        h("td", null, kernelLineText(k) + (k.lines_inferred ? " (inferred)" : "")));
+      tr.addEventListener("click", () => {
+        if (open.has(k.name)) open.delete(k.name); else { open.add(k.name); if (onSource && k.lines.length) onSource(k.lines[0]); }
+        drawTable();
+      });
+      body.append(tr);
+      if (open.has(k.name)) body.append(h("tr", { class: "xla-kernel-detail" }, h("td", { colspan: COLS.length }, detail(k))));
+    }
+    table.replaceChildren(h("thead", null, head), body);
+  }
+
+  function detail(k: Kernel): HTMLElement {
+    return h("div", { class: "xla-kernel-detail-body" },
+      h("div", null, h("b", null, "members: "), h("code", null, k.members.join(", ") || "-")),
+      h("div", null, h("b", null, "aten ops: "), k.aten_ops.join(", ") || "-"),
+      h("div", null, h("b", null, k.lines_inferred ? "lines (inferred from its inputs): " : "lines: "),
+        k.lines.length ? h("ul", null, k.lines.map((l) => {
+          const li = h("li", null, l.cell != null ? `[${l.cell}]:${l.line} ` : `${l.file ?? ""}:${l.line} `, l.code ? h("code", null, l.code) : "");
+          if (onSource && !l.file) {
+            li.classList.add("xla-source-link");
+            li.addEventListener("click", (e) => { e.stopPropagation(); onSource(l); });
+          }
+          return li;
+        })) : "-"),
+      k.sources.length ? h("div", null, h("b", null, "library frames: "), k.sources.join(", ")) : null,
+      h("div", null, h("b", null, "computation: "), h("code", null, k.computation ?? "-")));
+  }
+
+  drawTable();
+
+  // annotated source, like %%cython -a: heat by the work of the kernels each line feeds
+  const rows = annotateSource(source, kernels);
+  if (rows.length) {
+    const src = h("div", { class: "xla-annotated", role: "list" });
+    for (const r of rows) {
+      const line = h("div", { class: "xla-ann-line", role: "listitem", style: `--xla-heat:${r.heat.toFixed(3)}`, "data-line": r.line },
+        h("span", { class: "xla-ln" }, String(r.line)), h("span", { class: "xla-ann-code" }, r.code || " "),
+        h("span", { class: "xla-ann-kernels" }, r.kernels.slice(0, 6).map((name) => {
+          const a = h("button", { type: "button", class: "xla-chip", "data-kernel": name, style: `border-color:${kernelColor(name)}` }, name);
+          a.addEventListener("click", (e) => { e.stopPropagation(); focusKernel(name); });
+          return a;
+        }), r.kernels.length > 6 ? ` +${r.kernels.length - 6}` : ""));
+      src.append(line);
+    }
+    el.append(h("h4", null, "Cell source, line by line: the kernels each line feeds (shade: their flops + bytes)"), src);
+  }
+
+  function focusKernel(name: string) {
+    open.add(name);
+    drawTable();
+    const row = table.querySelector<HTMLElement>(`tr[data-kernel="${CSS.escape(name)}"]`);
+    if (row) {
+      row.classList.add("xla-flash");
+      row.scrollIntoView?.({ block: "nearest" });
+      setTimeout(() => row.classList.remove("xla-flash"), 1500);
+    }
+  }
+  return { el, focusKernel };
+}

@@ -1,0 +1,34 @@
+import { fmtSeconds } from "../core/format";
+import type { PanelModel } from "../core/model";
+import { stepRows } from "../core/steps";
+import { h } from "./dom";
+
+export function renderSummary(m: PanelModel): HTMLElement {
+  const s = m.summary;
+  const stat = (label: string, value: string, cls = "") => h("div", { class: `xla-stat ${cls}` }, h("div", { class: "xla-stat-value" }, value), h("div", { class: "xla-stat-label" }, label));
+  const stats = h("div", { class: "xla-stats" },
+    stat("steps", String(s.steps)), stat("compiled", String(s.compiles), s.compiles ? "xla-miss" : ""),
+    stat("cache hits", String(s.cache_hits), "xla-hit"), stat("precompiled", String(s.precompiled)),
+    stat("trace", fmtSeconds(s.trace_s)), stat("compile", fmtSeconds(s.compile_s)),
+    stat("execute", fmtSeconds(s.execute_s)), stat("transfer", fmtSeconds(s.transfer_s)));
+  const out = h("div", { class: "xla-summary" }, stats);
+  if (m.capture.error) out.append(h("div", { class: "xla-warning xla-error" }, `The cell raised: ${m.capture.error}`));
+  if (s.warnings.length) {
+    out.append(h("h4", null, "Warnings"), h("ul", { class: "xla-warnings" }, s.warnings.map((w) => h("li", { class: "xla-warning" }, w))));
+  }
+  if (s.recompiles.length) {
+    out.append(h("h4", null, "Recompile reasons"),
+      h("ul", { class: "xla-recompiles" }, s.recompiles.map((r) => h("li", null, h("b", null, `step ${r.step}: `), r.reason))));
+  }
+  const rows = stepRows(m.capture.steps);
+  const shown = rows.slice(0, 200);
+  const table = h("table", { class: "xla-table xla-steps" },
+    h("thead", null, h("tr", null, ["step", "cache", "compile", "execute", "cause / line"].map((t) => h("th", null, t)))),
+    h("tbody", null, shown.map((r) => h("tr", { class: `xla-cache-${r.cache}` },
+      h("td", null, r.count > 1 ? `${r.first}-${r.last} (${r.count}\u00d7)` : String(r.first)),
+      h("td", null, r.cache), h("td", { class: "xla-num" }, fmtSeconds(r.compile_s)), h("td", { class: "xla-num" }, fmtSeconds(r.execute_s)),
+      h("td", null, r.cause, r.line != null ? ` @ line ${r.line}` : "", r.code ? h("code", null, `: ${r.code}`) : "")))));
+  out.append(h("h4", null, "Steps"), table);
+  if (rows.length > shown.length) out.append(h("p", { class: "xla-muted" }, `${rows.length - shown.length} more rows`));
+  return out;
+}

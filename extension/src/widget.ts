@@ -1,0 +1,60 @@
+// anywidget entry: `export default { initialize, render }`. The Graphviz WASM is not bundled: the
+// kernel sends its bytes ({kind: "viz"}, buffers[0]), on request ({kind: "need-viz"}) or unasked; the
+// module is imported once per page and shared by every panel.
+import { PanelView } from "./panel/panel";
+import { claimVizRequest, releaseVizRequest, sharedViz } from "./panel/viz";
+
+interface AnyModel {
+  get(name: string): unknown;
+  on(event: string, cb: (...args: unknown[]) => void): void;
+  off(event?: string | null, cb?: ((...args: unknown[]) => void) | null): void;
+  send(content: unknown, callbacks?: unknown, buffers?: ArrayBuffer[]): void;
+}
+
+function listenForViz(model: AnyModel): () => void {
+  const onMsg = (msg: unknown, buffers: unknown) => {
+    const m = msg as { kind?: string } | null;
+    if (m?.kind === "viz" && Array.isArray(buffers) && buffers.length) sharedViz().provide(buffers[0] as ArrayBuffer | DataView);
+  };
+  model.on("msg:custom", onMsg);
+  return () => model.off("msg:custom", onMsg);
+}
+
+/** Once per widget model, before any view: take a viz the kernel pushes unasked. */
+function initialize({ model }: { model: AnyModel }) {
+  return listenForViz(model);
+}
+
+function render({ model, el }: { model: AnyModel; el: HTMLElement }) {
+  const t0 = performance.now();
+  const token = {};
+  const viz = sharedViz();
+  const stopListening = listenForViz(model);
+  let poll: ReturnType<typeof setInterval> | undefined;
+  const ask = () => { if (claimVizRequest(token)) model.send({ kind: "need-viz" }); };
+  const getViz = () => {
+    ask();
+    // if the panel that asked goes away unanswered, another one asks
+    poll ??= setInterval(ask, 2000);
+    return viz.promise.finally(() => { clearInterval(poll); releaseVizRequest(token); });
+  };
+  const view = new PanelView({ getViz, t0 });
+  el.classList.add("xla-lab-widget");
+  el.append(view.el);
+  const onModel = () => view.setModel(model.get("model"));
+  const onProgress = () => view.setProgress(model.get("progress"));
+  model.on("change:model", onModel);
+  model.on("change:progress", onProgress);
+  onProgress();
+  view.setModel(model.get("model"), t0);
+  return () => {
+    clearInterval(poll);
+    releaseVizRequest(token);
+    stopListening();
+    model.off("change:model", onModel);
+    model.off("change:progress", onProgress);
+    view.destroy();
+  };
+}
+
+export default { initialize, render };
