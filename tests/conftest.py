@@ -20,6 +20,8 @@ _IP.run_line_magic("load_ext", "xla_lab")
 
 _unique = itertools.count(3)
 
+from xla_cells import run_xla  # noqa: E402  (test modules import it from there too)
+
 
 @pytest.fixture(scope="session")
 def ip():
@@ -30,17 +32,6 @@ def ip():
 def fresh_dim():
     """A hidden size no other test used, so the graphs of a test are new to XLA's compile cache."""
     return 7 + next(_unique) * 2
-
-
-def run_xla(ip, body: str, options: str = ""):
-    """Run a %%xla cell the way a notebook would; return (result, capture)."""
-    import xla_lab
-
-    before = len(xla_lab.history())
-    result = ip.run_cell(f"%%xla {options}\n{body}")
-    after = xla_lab.history()
-    capture = after[-1] if len(after) > before else None
-    return result, capture
 
 
 @pytest.fixture

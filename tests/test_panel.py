@@ -179,18 +179,26 @@ def test_mimebundle_and_repr(mlp_runs):
     assert repr(XlaPanel()) == "XlaPanel(no capture)"
 
 
-def test_saved_payload_keeps_at_most_a_bounded_hlo_text():
+def test_saved_payload_keeps_the_entry_computation_and_bounds_the_rest():
     from xla_lab.view.panel_model import SAVED_HLO_CHARS, saved_payload
 
-    hlo = "HloModule big\n" + "".join(f'  %add.{i} = f32[8]{{0}} add(%p, %p), metadata={{op_type="aten__add" '
-                                       f'source_file="/long/path/to/file.py" source_line={i}}}\n' for i in range(20000))
+    def comp(name, n):
+        return f"%{name} (p: f32[8]) -> f32[8] {{\n" + "".join(
+            f'  %add.{i} = f32[8]{{0}} add(%p, %p), metadata={{op_type="aten__add" source_file="/long/path.py" '
+            f'source_line={i}}}\n' for i in range(n)) + "}"
+
+    hlo = "\n\n".join(["HloModule big, entry_computation_layout={()->()}"] + [comp(f"fused_{k}", 400) for k in range(40)]
+                       + ["ENTRY %main () -> f32[8] {\n  ROOT %r = f32[8]{0} constant({...})\n}\n"])
     model = {"capture": {"artifacts": {"h": {"hlo_after": hlo, "hlo_before": "HloModule small\n",
-                                             "buffer_assignment": "x" * 100}}}, "graphs": {}}
+                                             "buffer_assignment": "x" * 100, "node_info": {}, "ir_text": "x"}}},
+             "graphs": {}}
     saved = saved_payload(model)["capture"]["artifacts"]["h"]
-    assert len(saved["hlo_after"]) <= SAVED_HLO_CHARS + 200
-    assert saved["hlo_after"].rstrip().endswith("%xla report have all of it")
-    assert "more lines not saved in the notebook" in saved["hlo_after"] and "metadata" not in saved["hlo_after"]
-    assert saved["hlo_before"] == "HloModule small\n" and "buffer_assignment" not in saved
+    assert len(saved["hlo_after"]) <= SAVED_HLO_CHARS + 300 < len(hlo)
+    assert saved["hlo_after"].startswith("HloModule big") and "ENTRY %main" in saved["hlo_after"]
+    assert "computations (fused bodies, reducers) not saved in the notebook" in saved["hlo_after"]
+    assert "metadata" not in saved["hlo_after"] and "%fused_0 " in saved["hlo_after"]
+    assert saved["hlo_before"] == "HloModule small\n"
+    assert not {"buffer_assignment", "node_info", "ir_text"} & set(saved)
     assert model["capture"]["artifacts"]["h"]["hlo_after"] is hlo  # the live model is unchanged
 
 

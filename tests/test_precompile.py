@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from conftest import run_xla
+from xla_cells import run_xla
 
 SETUP = """
 import torch, torch_xla, xla_lab

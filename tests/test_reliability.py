@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import xla_lab
-from conftest import run_xla
+from xla_cells import run_xla
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_DIM = 23  # the probe's graph, compared with a fresh process's

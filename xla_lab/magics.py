@@ -137,6 +137,7 @@ class XlaMagics(Magics):
                                         cell_file=filename, graph_name=_graph_name(args.name, count),
                                         track_lines=args.track_lines,
                                         cells=CellFiles.from_shell(shell, filename, count))
+            recorder.named = bool(args.name)
             recorder.start()
             _current_cell["progress"] = None if args.quiet else _start_progress(shell, session, recorder)
         error: BaseException | None = None

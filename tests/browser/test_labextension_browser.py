@@ -148,11 +148,13 @@ def _shot(target, name: str) -> None:
 def _open(page, lab, name: str) -> None:
     page.goto(f"{lab['url']}/lab/tree/{name}?token={lab['token']}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    page.wait_for_selector(".jp-Dialog, .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+    # (with two notebooks open there are two indicators: the hidden tab's must not count)
+    idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']:visible"
+    page.locator(f".jp-Dialog, {idle}").first.wait_for(timeout=90_000)
     page.wait_for_timeout(800)
     if page.locator(".jp-Dialog").count():
         page.locator(".jp-Dialog .jp-mod-accept").click()
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+    page.locator(idle).first.wait_for(timeout=90_000)
 
 
 def _command(page, command: str) -> None:
@@ -163,7 +165,7 @@ def _wait_idle(page, timeout=240_000) -> None:
     """Every cell of the open notebook has run (no "[*]" prompt) and the kernel is idle."""
     page.wait_for_timeout(500)
     page.wait_for_function("() => [...document.querySelectorAll('.jp-Notebook .jp-InputPrompt')].every(p => !p.textContent.includes('*'))"
-                           " && document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle'", timeout=timeout)
+                           " && [...document.querySelectorAll('.jp-Notebook-ExecutionIndicator')].some(e => e.offsetParent !== null && e.dataset.status === 'idle')", timeout=timeout)
 
 
 def _open_sidebar(page):

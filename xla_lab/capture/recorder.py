@@ -165,6 +165,7 @@ class CellRecorder:
         self.runtime = runtime
         # graph hash -> seconds a precompile job saved, for the first real run of a graph it compiled
         self.claim_precompiled = claim_precompiled
+        self.named = False  # the user named the cell's graphs (%%xla -n): runs of other cells may share it
         self.store = store
         self.cells = cells or CellFiles({cell_file: execution_count} if cell_file else {})
         self.earlier = earlier or []  # captures of earlier cell runs, oldest first
@@ -341,9 +342,13 @@ class CellRecorder:
 
     def _explain_recompiles(self) -> None:
         """For each miss, compare with the nearest earlier graph of this cell: an earlier step of this
-        run synced at the same place, else the same step of the cell's previous run."""
+        run synced at the same place, else the same step of the cell's previous run (or, for a cell
+        run for the first time, of the last run of a cell with the same ``--name``)."""
         steps = self.capture.steps
         previous_runs = [c for c in reversed(self.earlier) if c.cell_id == self.capture.cell_id]
+        if not previous_runs and self.named:
+            # A new cell that reuses a name (``%%xla -n predict`` in two cells) continues that graph.
+            previous_runs = [c for c in reversed(self.earlier) if c.graph_name == self.capture.graph_name]
         for step in steps:
             if step.cache != "miss":
                 continue
