@@ -54,7 +54,7 @@ for step in range(2):
     loss = ((mlp(x) - y) ** 2).mean()
     loss.backward()
     opt.step()
-    torch_xla.sync()''',
+    torch_xla.sync()  # <img src=x onerror=alert(1)> (user text: must stay text everywhere)''',
     # the capture alone (no widget): the extension's inline renderer draws it
     '''import xla_lab
 from xla_lab.view.panel import StaticPanel
@@ -220,6 +220,9 @@ def _drive(lab, page):
     detail.locator(".xla-tab[data-tab='hlo']").click()
     assert detail.locator(".xla-hlo-col").count() == 2
     detail.locator(".xla-tab[data-tab='fusion']").click()
+    # the cell's comment with markup is shown as text in the annotated source, never as an element
+    assert "<img src=x onerror=alert(1)>" in detail.locator(".xla-annotated").inner_text()
+    assert detail.locator("img").count() == 0
     # opening a kernel shows the cell line it came from
     kernel = detail.locator("tr.xla-kernel-row").filter(has_text=re.compile(r"\[\d+\]:\d+")).first
     kernel.click()
@@ -250,6 +253,8 @@ def _drive(lab, page):
     assert hlo.locator(".xla-diff-add, .xla-diff-del").count() > 0
     assert "A: " in hlo.locator(".xla-hlo-head").first.inner_text()
     _shot(page, "04_compare_hlo")
+    # the cell's text (a comment with markup) never becomes an element in the side panel
+    assert page.locator("#xla-lab-sidebar img, #xla-lab-detail img").count() == 0
     cmp.locator(".xla-tab[data-tab='cmp-0']").click()
 
     # click a node through to its source line: scroll the notebook away first
