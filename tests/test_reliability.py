@@ -512,3 +512,21 @@ def test_dump_directory_and_logs_stay_empty_between_cells(ip, probe, xla_cell, f
         assert s.runtime.ir_file.stat().st_size == 0
     files = [p for p in s.runtime.workdir.rglob("*") if p.is_file()]
     assert sum(p.stat().st_size for p in files) < 1 << 20, files
+
+
+def test_history_keeps_the_last_captures_up_to_its_cap(ip, capsys):
+    """A capture is small, but a day of cells adds up: the oldest are dropped past XLA_LAB_MAX_HISTORY."""
+    from xla_lab import session as session_mod
+
+    s = session_mod.get()
+    old_cap, old_dropped = s.max_history, s.dropped_history
+    s.max_history = len(s.history) + 2
+    try:
+        for i in range(4):
+            assert ip.run_cell(f"%%xla -q -n capped\nimport torch, torch_xla\ncap_t = torch.ones(3, device=torch_xla.device()) * {i}").success
+        assert len(s.history) == s.max_history and s.dropped_history == old_dropped + 2
+        assert s.history[-1].graph_name == "capped"
+        ip.run_line_magic("xla", "history")
+        assert "older captures dropped" in capsys.readouterr().out
+    finally:
+        s.max_history, s.dropped_history = old_cap, old_dropped

@@ -303,6 +303,9 @@ def history_text(session) -> str:
         return "xla_lab: no %%xla cell has run yet."
     lines = [f"{'#':>3} {'cell':>6} {'name':<16} {'steps':>6} {'compiled':>8} {'hits':>6} {'precomp':>7} "
              f"{'compile s':>10}"]
+    if session.dropped_history:
+        lines.append(f"    ({session.dropped_history} older captures dropped: XLA_LAB_MAX_HISTORY keeps "
+                     f"the last {session.max_history})")
     for i, c in enumerate(session.history):
         cell = f"[{c.execution_count}]" if c.execution_count is not None else ""
         lines.append(f"{i:>3} {cell:>6} {(c.graph_name or '')[:16]:<16} {len(c.steps):>6} "

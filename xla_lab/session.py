@@ -32,6 +32,10 @@ class Session:
         self.store = ArtifactStore()
         self.dumps = DumpDirectory(self.runtime.dump_dir)
         self.history: list[CellCapture] = []
+        # Oldest captures are dropped past this many (XLA_LAB_MAX_HISTORY, default 1000; 0 = keep all):
+        # a capture is a few KB without its graphs, but a day of cells adds up.
+        self.max_history = _env_int("XLA_LAB_MAX_HISTORY", 1000)
+        self.dropped_history = 0
         self.queue = None  # the precompile queue, made by start_queue()
 
     def start_queue(self, namespace=None):
@@ -56,6 +60,10 @@ class Session:
 
     def add(self, capture: CellCapture) -> None:
         self.history.append(capture)
+        if self.max_history and len(self.history) > self.max_history:
+            extra = len(self.history) - self.max_history
+            del self.history[:extra]
+            self.dropped_history += extra
         self.store.trim()  # the LRU cap on stored graph text (capture/store.py)
 
     def absorb_outside_work(self, claim: bool = True) -> list[str]:
@@ -86,6 +94,15 @@ class Session:
     def clear(self) -> None:
         self.history.clear()
         self.store.clear()
+
+
+def _env_int(name: str, default: int) -> int:
+    import os
+
+    try:
+        return max(0, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
 
 
 _SESSION: Session | None = None
