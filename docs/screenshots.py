@@ -7,22 +7,16 @@ changes: `.venv/bin/python docs/screenshots.py` (a few minutes: every notebook r
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+sys.path.insert(0, str(ROOT / "tests" / "browser"))
+from jupyterlab_server import chromium_page, jupyter_lab  # noqa: E402  (the browser tests' own set-up)
 # notebook -> (panel name, tab, picture)
 SHOTS = {
     "01_getting_started.ipynb": ("train", "graph", "01_graph.png"),
@@ -34,49 +28,17 @@ SHOTS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> int:
-    from playwright.sync_api import sync_playwright
-
     work = Path(tempfile.mkdtemp(prefix="xla_lab_shots_"))
     nbdir = work / "notebooks"
     shutil.copytree(ROOT / "notebooks", nbdir, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    settings = work / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
-    settings.parent.mkdir(parents=True)
-    settings.write_text(json.dumps({"windowingMode": "none"}))
-    news = work / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    port, token = _free_port(), os.urandom(16).hex()
-    cmd = [str(Path(sys.executable).parent / "jupyter"), "lab", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", f"--IdentityProvider.token={token}", "--ServerApp.open_browser=False",
-           f"--ServerApp.root_dir={nbdir}", f"--LabApp.user_settings_dir={work / 'settings'}",
-           f"--LabApp.workspaces_dir={work / 'workspaces'}"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-root")
-    env = dict(os.environ, PJRT_DEVICE="CPU", JUPYTER_CONFIG_DIR=str(work / "config"),
-               JUPYTER_RUNTIME_DIR=str(work / "runtime"))
-    server = subprocess.Popen(cmd, stdout=open(work / "server.log", "wb"), stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
     OUT.mkdir(parents=True, exist_ok=True)
     try:
-        for _ in range(180):
-            try:
-                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-            context = browser.new_context(viewport={"width": 1300, "height": 2400})
+        with jupyter_lab(work, nbdir) as lab, chromium_page({"width": 1300, "height": 2400}) as first:
+            url, token = lab["url"], lab["token"]
             for notebook, (name, tab, picture) in SHOTS.items():
                 started = time.time()
-                page = context.new_page()  # one notebook per page, from an empty workspace
+                page = first.context.new_page()  # one notebook per page, from an empty workspace
                 page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}")
                 page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
                 page.wait_for_timeout(1000)
@@ -99,10 +61,7 @@ def main() -> int:
                 if page.locator(".jp-Dialog .jp-mod-accept").count():
                     page.locator(".jp-Dialog .jp-mod-accept").click()
                 page.close()
-            browser.close()
     finally:
-        server.terminate()
-        server.wait(timeout=30)
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

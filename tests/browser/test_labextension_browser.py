@@ -13,18 +13,14 @@ extension/ by `make env`); the server sees it through JUPYTER_PATH, whatever the
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from test_panel_browser import CHROMIUM, CHROMIUM_ARGS, FIRST_RENDER_GOAL_MS, _free_port, _settings  # skips as that module does
+from jupyterlab_server import chromium_page, jupyter_lab
+from test_panel_browser import FIRST_RENDER_GOAL_MS  # skips as that module does
 
 pytestmark = pytest.mark.browser
 
@@ -87,57 +83,18 @@ def lab(tmp_path_factory):
     nbdir = work / "notebooks"
     nbdir.mkdir()
     nbformat.write(_notebook(), nbdir / NB)
-    _settings(work / "settings")
     data = work / "data" / "labextensions"
     data.mkdir(parents=True)
     (data / "xla-lab").symlink_to(LABEXT, target_is_directory=True)
-    port, token = _free_port(), os.urandom(16).hex()
-    jupyter = Path(sys.executable).parent / "jupyter"
-    cmd = [str(jupyter), "lab", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", "--ServerApp.open_browser=False", f"--ServerApp.root_dir={nbdir}",
-           f"--LabApp.user_settings_dir={work / 'settings'}", f"--LabApp.workspaces_dir={work / 'workspaces'}",
-           "--LabApp.expose_app_in_browser=True"]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
-    env = dict(os.environ, PJRT_DEVICE=os.environ.get("PJRT_DEVICE", "CPU"), JUPYTER_CONFIG_DIR=str(work / "config"),
-               JUPYTER_RUNTIME_DIR=str(work / "runtime"), JUPYTER_PATH=str(work / "data"), PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD="1")
-    log = open(work / "server.log", "wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=nbdir)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError("jupyter lab did not start:\n" + (work / "server.log").read_text()[-3000:])
-                time.sleep(0.5)
-        yield {"url": url, "token": token, "dir": nbdir}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(work / "server.log", ARTIFACTS / "server.log")
+    with jupyter_lab(work, nbdir, args=("--LabApp.expose_app_in_browser=True",),
+                     env={"JUPYTER_PATH": str(work / "data")}, keep_log=ARTIFACTS / "server.log") as server:
+        yield {**server, "dir": nbdir}
 
 
 @pytest.fixture(scope="module")
 def page(lab):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
-        pg = ctx.new_page()
-        pg.errors = []  # type: ignore[attr-defined]
-        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-        pg.on("dialog", lambda d: (pg.errors.append(f"dialog: {d.message}"), d.dismiss()))
+    with chromium_page({"width": 1600, "height": 1000}) as pg:
         yield pg
-        ctx.close()
-        browser.close()
 
 
 def _shot(target, name: str) -> None:

@@ -10,26 +10,17 @@ built by `make env`)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from jupyterlab_server import CHROMIUM, chromium_page, jupyter_lab
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 STATIC = ROOT / "xla_lab" / "view" / "static"
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 FIRST_RENDER_GOAL_MS = 2000
 
 if not Path(CHROMIUM).exists():
@@ -74,78 +65,22 @@ def _notebook() -> dict:
     return nb
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _settings(path: Path) -> None:
-    """User settings: no news / update pop-ups, every cell rendered (no windowing)."""
-    for plugin, values in {
-        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
-    }.items():
-        f = path / f"{plugin}.jupyterlab-settings"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(json.dumps(values))
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
+    import nbformat
+
     work = tmp_path_factory.mktemp("lab")
     nbdir = work / "notebooks"
     nbdir.mkdir()
-    import nbformat
-
     nbformat.write(nbformat.from_dict(_notebook()), nbdir / "panel_test.ipynb")
-    _settings(work / "settings")
-    port, token = _free_port(), os.urandom(16).hex()
-    jupyter = Path(sys.executable).parent / "jupyter"
-    cmd = [str(jupyter), "lab", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", "--ServerApp.open_browser=False", f"--ServerApp.root_dir={nbdir}",
-           f"--LabApp.user_settings_dir={work / 'settings'}", f"--LabApp.workspaces_dir={work / 'workspaces'}"]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
-    env = dict(os.environ, PJRT_DEVICE=os.environ.get("PJRT_DEVICE", "CPU"), JUPYTER_CONFIG_DIR=str(work / "config"),
-               JUPYTER_RUNTIME_DIR=str(work / "runtime"), PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD="1")
-    log = open(work / "server.log", "wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=nbdir)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError("jupyter lab did not start:\n" + (work / "server.log").read_text()[-3000:])
-                time.sleep(0.5)
-        yield {"url": url, "token": token, "log": work / "server.log"}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(work / "server.log", ARTIFACTS / "server.log")
+    with jupyter_lab(work, nbdir, keep_log=ARTIFACTS / "server.log") as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def page(lab):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-        pg = ctx.new_page()
-        pg.errors = []  # type: ignore[attr-defined]
-        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-        pg.on("dialog", lambda d: (pg.errors.append(f"dialog: {d.message}"), d.dismiss()))
+    with chromium_page({"width": 1400, "height": 1000}) as pg:
         yield pg
-        ctx.close()
-        browser.close()
 
 
 def _shot(locator, name: str) -> None:

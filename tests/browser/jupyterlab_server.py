@@ -1,0 +1,99 @@
+"""JupyterLab on a loopback port and a page of Debian's chromium, for the browser tests and
+docs/screenshots.py (one way to start both, so the three stay alike)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+# Without the background-networking flags chromium keeps reaching for Google's hosts on a closed network.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_settings(path: Path) -> None:
+    """User settings: no news / update pop-ups, every cell rendered (no windowing)."""
+    for plugin, values in {
+        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+    }.items():
+        f = path / f"{plugin}.jupyterlab-settings"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps(values))
+
+
+@contextmanager
+def jupyter_lab(work: Path, root: Path, *, args: tuple = (), env: dict | None = None,
+                keep_log: Path | None = None):
+    """``jupyter lab`` serving ``root`` with its settings, config and runtime under ``work``; yields
+    {"url", "token", "log"} once it answers; ``keep_log``: where to copy its log when it stops."""
+    write_settings(work / "settings")
+    port, token = free_port(), os.urandom(16).hex()
+    cmd = [str(Path(sys.executable).parent / "jupyter"), "lab", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+           "--ServerApp.open_browser=False", f"--ServerApp.root_dir={root}",
+           f"--LabApp.user_settings_dir={work / 'settings'}", f"--LabApp.workspaces_dir={work / 'workspaces'}", *args]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    full_env = dict(os.environ, PJRT_DEVICE=os.environ.get("PJRT_DEVICE", "CPU"), JUPYTER_CONFIG_DIR=str(work / "config"),
+                    JUPYTER_RUNTIME_DIR=str(work / "runtime"), PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD="1", **(env or {}))
+    log_path = work / "server.log"
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=root)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("jupyter lab did not start:\n" + log_path.read_text()[-3000:])
+                time.sleep(0.5)
+        yield {"url": url, "token": token, "log": log_path}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        if keep_log is not None:
+            keep_log.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(log_path, keep_log)
+
+
+@contextmanager
+def chromium_page(viewport: dict):
+    """A headless chromium page; ``page.errors`` collects page errors and dialogs (an alert() from user
+    text would land there, and is dismissed)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        ctx = browser.new_context(viewport=viewport)
+        page = ctx.new_page()
+        page.errors = []  # type: ignore[attr-defined]
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        page.on("dialog", lambda d: (page.errors.append(f"dialog: {d.message}"), d.dismiss()))
+        try:
+            yield page
+        finally:
+            ctx.close()
+            browser.close()
