@@ -7,20 +7,35 @@ import sys
 import textwrap
 
 
+ON_FOUR_DEVICES = '''
+import json, os, re
+os.environ["CPU_NUM_DEVICES"] = "4"
+from IPython.testing.globalipapp import start_ipython
+ip = start_ipython()
+ip.run_line_magic("load_ext", "xla_lab")
+assert ip.run_cell("""
+import numpy as np, torch, torch_xla
+import torch_xla.runtime as xr
+import torch_xla.distributed.spmd as xs
+xr.use_spmd()
+dev = torch_xla.device()
+""").success
+'''
+
+
+def _on_four_devices(script: str) -> dict:
+    """Run ``script`` (indented as it likes) after an SPMD set-up on 4 simulated CPU devices, in a
+    process of its own; returns the JSON it printed after "RESULT "."""
+    proc = subprocess.run([sys.executable, "-c", ON_FOUR_DEVICES + textwrap.dedent(script)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.split("RESULT ", 1)[1].splitlines()[0])
+
+
 def test_sharded_train_step_is_captured_with_collectives_and_lines():
-    script = textwrap.dedent('''
-        import json, os
-        os.environ["CPU_NUM_DEVICES"] = "4"
-        from IPython.testing.globalipapp import start_ipython
-        ip = start_ipython()
-        ip.run_line_magic("load_ext", "xla_lab")
+    result = _on_four_devices('''
         assert ip.run_cell("""
-        import numpy as np, torch, torch_xla
-        import torch_xla.runtime as xr
-        import torch_xla.distributed.spmd as xs
-        xr.use_spmd()
         mesh = xs.Mesh(np.arange(4), (2, 2), ("data", "model"))
-        dev = torch_xla.device()
         model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).to(dev)
         xs.mark_sharding(model[0].weight, mesh, ("model", None))
         xs.mark_sharding(model[2].weight, mesh, (None, "model"))
@@ -47,9 +62,6 @@ def test_sharded_train_step_is_captured_with_collectives_and_lines():
             "devices": ip.user_ns["xr"].global_runtime_device_count(),
         }))
     ''')
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.split("RESULT ", 1)[1].splitlines()[0])
     assert result["devices"] == 4
     assert result["caches"][-1] == "hit" and result["caches"][0] == "miss"
     assert all(t is not None and t > 0 for t in result["execute"])  # ExecuteReplicatedTime samples
@@ -59,18 +71,8 @@ def test_sharded_train_step_is_captured_with_collectives_and_lines():
         assert k["lines"] and all(isinstance(ln["cell"], int) for ln in k["lines"])
 
 
-SPMD_VIEWS = textwrap.dedent('''
-    import json, os, re
-    os.environ["CPU_NUM_DEVICES"] = "4"
-    from IPython.testing.globalipapp import start_ipython
-    ip = start_ipython()
-    ip.run_line_magic("load_ext", "xla_lab")
+SPMD_VIEWS = '''
     assert ip.run_cell("""
-    import numpy as np, torch, torch_xla
-    import torch_xla.runtime as xr
-    import torch_xla.distributed.spmd as xs
-    xr.use_spmd()
-    dev = torch_xla.device()
     def setup(mesh, weight_specs, batch_spec):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).to(dev)
@@ -101,7 +103,7 @@ SPMD_VIEWS = textwrap.dedent('''
         ops = re.findall(r"^\\s*%(\\S+) = (\\S+) (all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(?:-start)?\\(", hlo, re.M)
         out[name] = {"spmd": step.artifacts.spmd, "hlo_collectives": ops, "text": to_text(xla_lab.last())}
     print("RESULT " + json.dumps(out))
-''')
+'''
 
 
 def _bytes(shape: str) -> int:
@@ -116,9 +118,7 @@ def _bytes(shape: str) -> int:
 
 
 def test_data_parallel_and_2d_sharded_steps_show_collectives_layouts_and_lines():
-    proc = subprocess.run([sys.executable, "-c", SPMD_VIEWS], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.split("RESULT ", 1)[1].splitlines()[0])
+    result = _on_four_devices(SPMD_VIEWS)
     for name, case in result.items():
         spmd = case["spmd"]
         assert spmd["devices"] == 4 and spmd["memory_per_device"]
