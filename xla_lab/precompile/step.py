@@ -53,12 +53,11 @@ class StepCall:
 def state_fingerprint(values: list[Any]) -> tuple:
     """Shapes and dtypes of every device tensor the step's state reaches: modules, optimizers and
     containers, not the tensor arguments themselves (their shapes are part of a call's key on their
-    own). Step 0 of an optimizer creates its state, which changes this, and with it the graph."""
-    from .shadow import tensor_id
-
+    own). Step 0 of an optimizer creates its state, which changes this, and with it the graph.
+    Computed twice per call of a marked step, so in the order the objects are walked (the same for
+    the same objects) rather than sorted by tensor id, which costs a call into torch_xla per tensor."""
     state = [v for v in values if not is_xla_tensor(v)]
-    tensors = sorted(reachable_tensors(state), key=tensor_id)
-    return tuple((tuple(t.shape), str(t.dtype)) for t in tensors)
+    return tuple((tuple(t.shape), t.dtype) for t in reachable_tensors(state))
 
 
 def module_mode(values: list[Any]) -> bool | None:
