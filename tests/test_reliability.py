@@ -23,6 +23,7 @@ import pytest
 
 import xla_lab
 from xla_cells import run_xla
+from xla_lab.capture.recovery import LostTensor, LostTensorError
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_DIM = 23  # the probe's graph, compared with a fresh process's
@@ -176,7 +177,10 @@ after = 1
     note = next(n for n in c.notes if "lost the values" in n)
     assert "bad" in note and "also" in note and "doomed" in note
     assert "xla_lab: XLA could not compile" in capsys.readouterr().err
-    assert tuple(ip.user_ns["doomed"].shape) == (0,)  # lost anyway; now a harmless empty tensor
+    doomed = ip.user_ns["doomed"]  # lost anyway; now a stand-in that says so when used
+    assert isinstance(doomed, LostTensor) and "could not compile" in repr(doomed)
+    with pytest.raises(LostTensorError, match="could not compile the graph .*no_such_target"):
+        doomed.shape
     assert tuple(ip.user_ns["pw"].shape) == (23, 23)  # tensors with data were not in the failure
     _workbench_is_clean()
     probe()
@@ -209,6 +213,77 @@ def test_error_mid_compile_in_a_plain_cell(ip, probe):
                          "api_version=1)\ntorch_xla.sync()")
     assert isinstance(result.error_in_exec, ValueError)
     _workbench_is_clean()  # post_run_cell repaired the lost tensors
+    probe()
+
+
+# A graph that compiles but cannot run: its output needs 256 TiB, more than any address space, so the
+# allocation fails when the graph runs, whatever the machine's memory and overcommit settings.
+UNRUNNABLE = "torch.zeros(2**48, dtype=torch.uint8, device=dev) + 1"
+
+
+def test_graph_failing_while_running(ip, probe, capsys):
+    """XLA runs a graph after the sync returns; if the run fails (out of memory) its outputs are
+    placeholders never filled, and once the failure is reported a graph that uses one crashes
+    torch_xla 2.9 (segmentation fault). The cell fails with XLA's error, the outputs are swapped for
+    stand-ins that say what happened, and the kernel lives."""
+    result, c = run_xla(ip, f"""
+ahead = pw * 2
+huge = {UNRUNNABLE}
+""", "-q")
+    err = result.error_in_exec
+    assert type(err).__name__ == "GraphRunError" and "Out of memory" in str(err)
+    assert c.error and "Out of memory" in c.error
+    note = next(n for n in c.notes if "lost the values" in n)
+    assert "ahead" in note and "huge" in note
+    assert "xla_lab: XLA could not compile or run" in capsys.readouterr().err
+    assert isinstance(ip.user_ns["ahead"], LostTensor) and isinstance(ip.user_ns["huge"], LostTensor)
+    # Using a lost value is a clear error in the cell (torch_xla alone would crash the process here).
+    result, c2 = run_xla(ip, "out = ahead @ px\n", "-q")
+    assert isinstance(result.error_in_exec, LostTensorError)
+    assert "failed while running the graph" in str(result.error_in_exec)
+    assert "Out of memory" in str(result.error_in_exec)
+    assert _cell_lines(result.error_in_exec, c2)[-1] == 1
+    assert "out" not in ip.user_ns
+    assert float(ip.user_ns["pw"].sum()) == 23 * 23  # tensors outside the failed graph keep their values
+    _workbench_is_clean()
+    probe()
+
+
+def test_train_step_failing_while_running(ip, probe):
+    """When the failing graph updates tensors in place (a train step's parameters), XLA 2.9's CPU
+    client fails inside the run instead, and the outputs hold the error: nothing says so until a value
+    is read, then the read raises XLA's error in the user's cell (torch_xla's behaviour), and graphs
+    that use them carry the error instead of crashing. The kernel and the workbench stay usable."""
+    assert ip.run_cell("lin = torch.nn.Linear(23, 4).to(dev)\nlin_opt = torch.optim.SGD(lin.parameters(), lr=0.1)\n"
+                       "torch_xla.sync()").success
+    result, c = run_xla(ip, f"""
+lin_opt.zero_grad()
+lin(pw).sum().backward()
+lin_opt.step()
+huge = {UNRUNNABLE}
+""", "-q")
+    assert result.success and len(c.steps) == 1
+    result, c = run_xla(ip, "w0 = lin.weight.detach().cpu()\n", "-q")
+    assert isinstance(result.error_in_exec, RuntimeError) and "Out of memory" in str(result.error_in_exec)
+    assert _cell_lines(result.error_in_exec, c)[-1] == 1
+    result = ip.run_cell("print(float(lin(pw).sum()))")
+    assert isinstance(result.error_in_exec, RuntimeError) and "Out of memory" in str(result.error_in_exec)
+    assert ip.run_cell("lin = torch.nn.Linear(23, 4).to(dev)\nassert lin(pw).shape == (23, 4)").success
+    _workbench_is_clean()
+    probe()
+
+
+def test_graph_failing_while_running_in_plain_cells(ip, probe):
+    """Without %%xla the failed run shows only when a later cell reads a value (torch_xla's own
+    behaviour); from then on the lost tensors are stand-ins and the kernel lives."""
+    assert ip.run_cell(f"ahead = pw * 2\nhuge2 = {UNRUNNABLE}\ntorch_xla.sync()").success  # runs after the sync
+    result = ip.run_cell("float(ahead.sum())")
+    assert isinstance(result.error_in_exec, RuntimeError)
+    assert isinstance(ip.user_ns["ahead"], LostTensor) and isinstance(ip.user_ns["huge2"], LostTensor)
+    result = ip.run_cell("again = ahead + 1\ntorch_xla.sync()")
+    assert isinstance(result.error_in_exec, LostTensorError)
+    assert ip.run_cell("fine = (pw + 1).sum()\ntorch_xla.sync()\nassert float(fine) == 2 * 23 * 23").success
+    _workbench_is_clean()
     probe()
 
 

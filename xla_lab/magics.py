@@ -68,7 +68,7 @@ def after_cell(result=None) -> None:
     if _current_cell.get("was_xla"):
         return
     if result is not None and getattr(result, "error_in_exec", None) is not None:
-        _repair_lost_tensors(None, _ipython())  # a plain cell's sync may have failed
+        _repair_lost_tensors(None, _ipython(), result.error_in_exec)  # a plain cell's graph may have failed
     s = session_mod.current()
     if s is not None:
         try:
@@ -156,7 +156,7 @@ class XlaMagics(Magics):
         # inside xla_lab) is held until the capture is recorded, then raised as the cell's own.
         with _HeldInterrupts() as held:
             # XLA rejected a graph in the cell (even one the user caught): later syncs must work.
-            _repair_lost_tensors(recorder, shell)
+            _repair_lost_tensors(recorder, shell, error)
             if not args.no_sync:
                 try:
                     recorder.final_sync()
@@ -165,12 +165,16 @@ class XlaMagics(Magics):
                         error = exc
                     else:
                         recorder.capture.notes.append(f"the final sync after the error also failed: {exc}")
-                    _repair_lost_tensors(recorder, shell)
+                    _repair_lost_tensors(recorder, shell, exc)
             if held.interrupted and error is None:
                 error = KeyboardInterrupt("interrupted during the end-of-cell sync (XLA ends a compile "
                                           "before it sees an interrupt)")
             _stop_progress(_current_cell.pop("progress", None))
             capture = recorder.finish(error)
+            if recorder.device_error is not None:  # a graph of the cell failed while running
+                _repair_lost_tensors(recorder, shell, recorder.device_error)
+                if error is None:
+                    error = GraphRunError(f"XLA failed while running the cell's graph: {recorder.device_error}")
             wait = session.queue.last_wait if session.queue is not None else None
             if wait is not None and wait.seconds >= 0.05:
                 capture.notes.append(f"the cell waited {wait.seconds:.3f} s for the precompile job {wait.job} "
@@ -419,13 +423,21 @@ class _HeldInterrupts:
         return False
 
 
-def _repair_lost_tensors(recorder, shell) -> None:
-    """After a failed sync: see capture/recovery.py (torch_xla loses the pending tensors of a graph
-    XLA rejects, and while one lives every later sync fails)."""
+class GraphRunError(RuntimeError):
+    """XLA failed while running a graph of the cell (e.g. out of memory): the sync had returned, the
+    failure shows when xla_lab waits for the device at the end of the cell."""
+
+
+def _repair_lost_tensors(recorder, shell, error: BaseException | None = None) -> None:
+    """After a failed sync or run: see capture/recovery.py (torch_xla loses the tensors of a graph XLA
+    rejects or fails to run; left alone they break every later sync or crash the kernel). A
+    ``RuntimeError`` may be XLA reporting a failed run: only then is the heap scanned for the
+    placeholders it left."""
     from xla_lab.capture.recovery import repair_lost_tensors
 
+    run_failed = isinstance(error, RuntimeError)
     try:
-        note = repair_lost_tensors(getattr(shell, "user_ns", None))
+        note = repair_lost_tensors(getattr(shell, "user_ns", None), str(error) if error else None, run_failed)
     except Exception as exc:  # never hide the user's error behind ours
         note = f"could not check for tensors lost by the failed sync: {type(exc).__name__}: {exc}"
     if note:

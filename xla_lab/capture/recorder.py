@@ -165,6 +165,7 @@ class CellRecorder:
         self.runtime = runtime
         # graph hash -> seconds a precompile job saved, for the first real run of a graph it compiled
         self.claim_precompiled = claim_precompiled
+        self.device_error: BaseException | None = None  # a graph failed while running (set by finish)
         self.named = False  # the user named the cell's graphs (%%xla -n): runs of other cells may share it
         self.store = store
         self.cells = cells or CellFiles({cell_file: execution_count} if cell_file else {})
@@ -229,8 +230,9 @@ class CellRecorder:
         try:
             try:
                 xm.wait_device_ops()
-            except Exception as exc:  # the user's error is already on its way
-                self.capture.notes.append(f"waiting for the device failed: {exc}")
+            except Exception as exc:  # a graph failed while running (e.g. out of memory): the magic reports it
+                self.device_error = exc
+                self.capture.notes.append(f"XLA failed while running a graph: {exc}")
             end = time.time()
             self._hook.uninstall()
             self._tracking.stop()
@@ -244,6 +246,7 @@ class CellRecorder:
             self.capture.wall_s = end - self._t0
             self.capture.metrics = delta.as_dict()
             self.capture.fallback_ops = dict(delta.fallbacks)
+            error = error if error is not None else self.device_error
             if error is not None:
                 self.capture.error = f"{type(error).__name__}: {error}"
             self._build_steps(events, irs, modules, delta)
