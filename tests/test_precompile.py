@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import random
-import threading
 import time
 
 import pytest

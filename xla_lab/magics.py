@@ -12,7 +12,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from xla_lab import session as session_mod
 from xla_lab.capture.analysis import CellFiles
-from xla_lab.view.summary import SummaryView, to_text
+from xla_lab.view.summary import SummaryView
 
 LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report")
 QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")

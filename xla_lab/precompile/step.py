@@ -15,7 +15,7 @@ import inspect
 import itertools
 import threading
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
