@@ -238,12 +238,12 @@ huge = {UNRUNNABLE}
     assert "xla_lab: XLA could not compile or run" in capsys.readouterr().err
     assert isinstance(ip.user_ns["ahead"], LostTensor) and isinstance(ip.user_ns["huge"], LostTensor)
     # Using a lost value is a clear error in the cell (torch_xla alone would crash the process here).
-    result, c2 = run_xla(ip, "out = ahead @ px\n", "-q")
+    result, c2 = run_xla(ip, "from_lost = ahead @ px\n", "-q")
     assert isinstance(result.error_in_exec, LostTensorError)
     assert "failed while running the graph" in str(result.error_in_exec)
     assert "Out of memory" in str(result.error_in_exec)
     assert _cell_lines(result.error_in_exec, c2)[-1] == 1
-    assert "out" not in ip.user_ns
+    assert "from_lost" not in ip.user_ns
     assert float(ip.user_ns["pw"].sum()) == 23 * 23  # tensors outside the failed graph keep their values
     _workbench_is_clean()
     probe()

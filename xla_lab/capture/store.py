@@ -99,6 +99,11 @@ class ArtifactStore:
         """Graphs whose text is still stored, least recently used first."""
         return [a for a in self._by_hash.values() if not a.evicted]
 
+    @property
+    def max_stubs(self) -> int | None:
+        """How many evicted graphs keep a stub (``None``: no graph cap, so no bound)."""
+        return _STUBS_PER_GRAPH * self.max_graphs if self.max_graphs else None
+
     def size_bytes(self) -> int:
         """Stored text of kept graphs plus the dumps of graphs waiting for analysis."""
         return sum(text_bytes(a) for a in self.kept()) + sum(_module_bytes(m) for m in self._unanalyzed.values())
@@ -121,7 +126,7 @@ class ArtifactStore:
             evicted += 1
         # Forget the oldest stubs beyond a bound, and analyses waiting for graphs no longer stored.
         stubs = [h for h, a in self._by_hash.items() if a.evicted]
-        limit = _STUBS_PER_GRAPH * max(self.max_graphs, 1) if self.max_graphs else None
+        limit = self.max_stubs
         if limit is not None and len(stubs) > limit:
             for h in stubs[:len(stubs) - limit]:
                 del self._by_hash[h]
