@@ -16,9 +16,10 @@ It prints the cell runs done, RSS after warm-up and at the end (after ``gc.colle
 store (graphs kept, bytes of text, evictions), the dump directory and xla_lab's work directory on disk,
 and the failures (expected / unexpected). Goal: memory flat after warm-up, 0 unexpected failures.
 
-    python benchmarks/bench_soak.py                       # 2,000 cell runs (about 10 minutes here)
+    python benchmarks/bench_soak.py                       # 2,000 cell runs (about 4 minutes here)
     python benchmarks/bench_soak.py --runs 300            # a few minutes
     python benchmarks/bench_soak.py --max-graphs 50 --max-mb 64   # the store's caps (XLA_LAB_MAX_GRAPHS/_MB)
+    python benchmarks/bench_soak.py --trace               # where memory kept after warm-up was allocated
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import io
 import os
 import sys
 import time
+import tracemalloc
 import contextlib
 from pathlib import Path
 
@@ -73,6 +75,33 @@ def settled_rss_mb() -> float:
     return rss_kb() / 1024
 
 
+def heap_in_use_mb() -> float:
+    """Bytes glibc's malloc has handed out and not had back (mallinfo2's uordblks + hblkhd)."""
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                     "fordblks", "keepcost")]
+    try:
+        fn = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return float("nan")
+    fn.restype = MallInfo2
+    info = fn()
+    return (info.uordblks + info.hblkhd) / 2**20
+
+
+def print_growth(snapshot, heap_warm: float, top: int = 12) -> None:
+    """Where the Python memory still held at the end was allocated after warm-up (tracemalloc)."""
+    stats = snapshot.filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)]).statistics("traceback")
+    total = sum(s.size for s in stats)
+    print(f"\nPython allocations made after warm-up and still held: {total / 2**20:.2f} MiB in "
+          f"{sum(s.count for s in stats)} blocks; malloc's heap in use {heap_warm:.1f} -> {heap_in_use_mb():.1f} MiB")
+    for stat in stats[:top]:
+        print(f"  {stat.size / 2**10:9.1f} KiB {stat.count:7} blocks")
+        for frame in list(stat.traceback)[-4:]:
+            print(f"      {frame.filename}:{frame.lineno}")
+
+
 def deep_size(obj) -> int:
     """Bytes of Python objects reachable from ``obj``, not counting graph artifacts (the store's)."""
     from xla_lab.capture.records import GraphArtifacts
@@ -104,13 +133,19 @@ def main() -> int:
     ap.add_argument("--big-nodes", type=int, default=10_000, help="IR nodes of the big graphs (default 10000)")
     ap.add_argument("--big-every", type=int, default=100, help="a new big graph every N runs (default 100)")
     ap.add_argument("--warmup", type=float, default=0.25,
-                    help="least share of the runs counted as warm-up (0.25); it also lasts until the store is full")
+                    help="least share of the runs counted as warm-up (0.25); it also lasts until every cache "
+                         "is full (the store, its stubs, the history, torch_xla's compiled graphs)")
     ap.add_argument("--max-graphs", type=int, default=40, help="XLA_LAB_MAX_GRAPHS for this run (default 40)")
     ap.add_argument("--max-mb", type=int, default=64, help="XLA_LAB_MAX_GRAPH_MB for this run (default 64)")
+    ap.add_argument("--max-history", type=int, default=200,
+                    help="XLA_LAB_MAX_HISTORY for this run (default 200): captures kept")
     ap.add_argument("--xla-cache", type=int, default=64,
                     help="XLA_COMPILATION_CACHE_SIZE: torch_xla's own cache of compiled graphs, which holds "
                          "each executable and its HLO (about 20 MiB for a 10,000-node graph) up to this many "
                          "graphs whatever xla_lab does (torch_xla's default is far larger); 0 leaves it alone")
+    ap.add_argument("--trace", action="store_true",
+                    help="trace Python allocations from warm-up on (tracemalloc) and print where the memory kept "
+                         "after warm-up was allocated, with glibc's heap in use (mallinfo2)")
     ap.add_argument("--baseline", action="store_true",
                     help="the same cells as plain cells with xla_lab not loaded (what IPython and torch_xla "
                          "alone grow by), to compare with")
@@ -119,6 +154,7 @@ def main() -> int:
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     os.environ["XLA_LAB_MAX_GRAPHS"] = str(args.max_graphs)
     os.environ["XLA_LAB_MAX_GRAPH_MB"] = str(args.max_mb)
+    os.environ["XLA_LAB_MAX_HISTORY"] = str(args.max_history)
     if args.xla_cache:
         os.environ["XLA_COMPILATION_CACHE_SIZE"] = str(args.xla_cache)
     from IPython.testing.globalipapp import start_ipython
@@ -174,20 +210,27 @@ def main() -> int:
                 report_html([c])
             except Exception as exc:  # noqa: BLE001
                 unexpected.append(f"run {i}: rendering failed: {type(exc).__name__}: {exc}")
-        # Warm-up ends once the store holds its cap of graphs (and at least --warmup of the runs).
-        if rss_warm is None and i + 1 >= warm_at and (
-                not session.store.max_graphs or len(session.store.kept()) >= session.store.max_graphs):
+        # Warm-up ends once every cache is full: the store's graphs, the history's captures and
+        # torch_xla's compiled graphs (and at least --warmup of the runs).
+        if rss_warm is None and i + 1 >= warm_at and caches_full(session, args):
             rss_warm, warm_at = settled_rss_mb(), i + 1
+            if args.trace:
+                tracemalloc.start(8)
+                heap_warm = heap_in_use_mb()
         if (i + 1) % max(1, args.runs // 10) == 0 or i + 1 == args.runs:
             store = session.store
             checkpoints.append((i + 1, time.time() - t0, settled_rss_mb(), len(store.kept()), store.size_bytes(),
                                 dir_bytes(session.runtime.dump_dir), len(session.history)))
             print(f"  {i + 1:>6} runs {checkpoints[-1][1]:7.0f} s  rss {checkpoints[-1][2]:7.1f} MiB  "
+                  f"heap {heap_in_use_mb():7.1f} MiB  "
                   f"graphs kept {checkpoints[-1][3]:>4}  store {checkpoints[-1][4] / 2**20:6.1f} MiB  "
                   f"dump dir {checkpoints[-1][5]} B  history {checkpoints[-1][6]}", flush=True)
 
     store = session.store
     rss_end = settled_rss_mb()
+    if args.trace and tracemalloc.is_tracing():
+        print_growth(tracemalloc.take_snapshot(), heap_warm)
+        tracemalloc.stop()
     import torch_xla
 
     xla_cached = torch_xla._XLAC._xla_get_num_cached_compilation_graph()
@@ -210,8 +253,8 @@ def main() -> int:
     print("  cell runs done        " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     print(f"  largest graph         {big_nodes_seen} IR nodes")
     print(f"  peak RSS              {rss_kb('VmHWM') / 1024:.1f} MiB")
-    print(f"  RSS after warm-up     {rss_warm:.1f} MiB (run {warm_at}: the store full)"
-          if warm_at <= args.runs else f"  RSS after warm-up     (not reached: the store never filled; run more)")
+    print(f"  RSS after warm-up     {rss_warm:.1f} MiB (run {warm_at}: the store, its stubs, the history and XLA's cache full)"
+          if warm_at <= args.runs else "  RSS after warm-up     (not reached: the caches never filled; run more)")
     print(f"  RSS at the end        {rss_end:.1f} MiB ({rss_end - rss_warm:+.1f} MiB; "
           f"{growth:+.2f} MiB per 1000 runs after warm-up)")
     print(f"  artifact store        {kept} graphs with text, {kept_bytes / 2**20:.1f} MiB of text; "
@@ -228,6 +271,22 @@ def main() -> int:
     for line in unexpected[:20]:
         print("    " + line)
     return 1 if unexpected else 0
+
+
+def caches_full(session, args) -> bool:
+    """The store (graphs with text, and stubs of evicted ones), the history and torch_xla's cache of
+    compiled graphs hold as much as their caps allow."""
+    store, history_cap = session.store, session.max_history
+    kept = len(store.kept())
+    return ((not store.max_graphs or kept >= store.max_graphs)
+            and (store.max_stubs is None or len(store) - kept >= store.max_stubs)
+            and (not history_cap or len(session.history) >= history_cap) and xla_cache_full(args))
+
+
+def xla_cache_full(args) -> bool:
+    import torch_xla
+
+    return not args.xla_cache or torch_xla._XLAC._xla_get_num_cached_compilation_graph() >= args.xla_cache
 
 
 def cells(runs: int, big_every: int, big_n: int):
@@ -267,13 +326,14 @@ def baseline(ip, args) -> int:
         sink.seek(0)
         sink.truncate()
         unexpected += (result.error_in_exec is None) != (expect is None)
-        if i + 1 == warm_at:
-            rss_warm = settled_rss_mb()
+        if rss_warm is None and i + 1 >= warm_at and xla_cache_full(args):
+            rss_warm, warm_at = settled_rss_mb(), i + 1
         if (i + 1) % max(1, args.runs // 10) == 0:
             print(f"  {i + 1:>6} runs {time.time() - t0:7.0f} s  rss {settled_rss_mb():7.1f} MiB", flush=True)
     rss_end = settled_rss_mb()
     print(f"\nbaseline (no xla_lab): {args.runs} cell runs in {time.time() - t0:.0f} s; peak RSS "
-          f"{rss_kb('VmHWM') / 1024:.1f} MiB; RSS after warm-up {rss_warm:.1f} MiB, at the end {rss_end:.1f} MiB "
+          f"{rss_kb('VmHWM') / 1024:.1f} MiB; RSS after warm-up {rss_warm:.1f} MiB (run {warm_at}), "
+          f"at the end {rss_end:.1f} MiB "
           f"({rss_end - rss_warm:+.1f} MiB); {unexpected} unexpected results")
     return 1 if unexpected else 0
 
