@@ -145,7 +145,8 @@ def main() -> int:
                          "graphs whatever xla_lab does (torch_xla's default is far larger); 0 leaves it alone")
     ap.add_argument("--trace", action="store_true",
                     help="trace Python allocations from warm-up on (tracemalloc) and print where the memory kept "
-                         "after warm-up was allocated, with glibc's heap in use (mallinfo2)")
+                         "after warm-up was allocated, with glibc's heap in use (mallinfo2). Slow (about 5x), "
+                         "and the checkpoints' RSS then includes tracemalloc's own memory")
     ap.add_argument("--baseline", action="store_true",
                     help="the same cells as plain cells with xla_lab not loaded (what IPython and torch_xla "
                          "alone grow by), to compare with")
@@ -227,10 +228,10 @@ def main() -> int:
                   f"dump dir {checkpoints[-1][5]} B  history {checkpoints[-1][6]}", flush=True)
 
     store = session.store
-    rss_end = settled_rss_mb()
     if args.trace and tracemalloc.is_tracing():
         print_growth(tracemalloc.take_snapshot(), heap_warm)
-        tracemalloc.stop()
+        tracemalloc.stop()  # (its own memory is in the checkpoints' RSS, not in the numbers below)
+    rss_end = settled_rss_mb()
     import torch_xla
 
     xla_cached = torch_xla._XLAC._xla_get_num_cached_compilation_graph()
