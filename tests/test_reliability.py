@@ -564,6 +564,34 @@ def test_artifact_store_is_an_lru_with_a_cap(ip, probe, xla_cell, fresh_dim):
     assert ip.run_cell("%xla status").success
 
 
+def test_store_forgets_the_oldest_stubs_beyond_its_bound(ip, probe, xla_cell, fresh_dim):
+    """Evicted graphs keep a small stub, at most ``max_stubs`` of them (10 per kept graph): a session
+    compiling new graphs all day does not grow by a stub per graph."""
+    from xla_lab.session import current
+
+    store = current().store
+    saved = store.max_graphs, store.max_bytes
+    store.max_graphs, store.max_bytes = 1, 0
+    try:
+        assert store.max_stubs == 10
+        hashes = []
+        for k in range(14):
+            c = xla_cell(f"stub{k} = (torch.ones({fresh_dim + 400 + k}, 2).to(dev) * 3).sum()", "-q")
+            hashes.append(c.steps[-1].graph_hash)
+            assert len(store) - len(store.kept()) <= store.max_stubs
+        assert store.get(hashes[0]) is None  # forgotten: the oldest stub went first
+        assert store.get(hashes[-2]).evicted and not store.get(hashes[-1]).evicted
+        # A capture whose graph's stub is gone still renders, and its HLO says the graph was evicted.
+        from xla_lab.capture.store import EVICTED
+        from xla_lab.view.summary import to_text
+
+        oldest = xla_lab.history()[-14]
+        assert oldest.steps[-1].graph_hash == hashes[0] and oldest.steps[-1].hlo_before == EVICTED
+        assert "1 step, 1 compiled" in to_text(oldest)
+    finally:
+        store.max_graphs, store.max_bytes = saved
+
+
 def test_store_caps_come_from_the_environment(monkeypatch):
     from xla_lab.capture.store import ArtifactStore
 
