@@ -19,7 +19,7 @@ and the failures (expected / unexpected). Goal: memory flat after warm-up, 0 une
     python benchmarks/bench_soak.py                       # 2,000 cell runs (about 4 minutes here)
     python benchmarks/bench_soak.py --runs 300            # a few minutes
     python benchmarks/bench_soak.py --max-graphs 50 --max-mb 64   # the store's caps (XLA_LAB_MAX_GRAPHS/_MB)
-    python benchmarks/bench_soak.py --trace               # where memory kept after warm-up was allocated
+    python benchmarks/bench_soak.py --trace               # where Python memory grows after warm-up
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ import ctypes
 import gc
 import io
 import os
+import shutil
 import sys
+import tempfile
 import time
 import tracemalloc
 import contextlib
@@ -90,15 +92,18 @@ def heap_in_use_mb() -> float:
     return (info.uordblks + info.hblkhd) / 2**20
 
 
-def print_growth(snapshot, heap_warm: float, top: int = 12) -> None:
-    """Where the Python memory still held at the end was allocated after warm-up (tracemalloc)."""
-    stats = snapshot.filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)]).statistics("traceback")
-    total = sum(s.size for s in stats)
-    print(f"\nPython allocations made after warm-up and still held: {total / 2**20:.2f} MiB in "
-          f"{sum(s.count for s in stats)} blocks; malloc's heap in use {heap_warm:.1f} -> {heap_in_use_mb():.1f} MiB")
-    for stat in stats[:top]:
-        print(f"  {stat.size / 2**10:9.1f} KiB {stat.count:7} blocks")
-        for frame in list(stat.traceback)[-4:]:
+def print_growth(middle, end, heap_middle: float, top: int = 10) -> None:
+    """Where Python memory grew between two snapshots taken after warm-up (tracemalloc): caches that
+    churn (the store, the history) net out, what keeps growing stays."""
+    keep = [tracemalloc.Filter(False, tracemalloc.__file__)]
+    diffs = end.filter_traces(keep).compare_to(middle.filter_traces(keep), "traceback")
+    grew = sum(d.size_diff for d in diffs)
+    print(f"\nPython memory from the middle of the traced runs to the end: {grew / 2**20:+.2f} MiB "
+          f"({sum(d.count_diff for d in diffs):+d} blocks); malloc's heap in use {heap_middle:.1f} -> "
+          f"{heap_in_use_mb():.1f} MiB. Largest changes:")
+    for d in diffs[:top]:
+        print(f"  {d.size_diff / 2**10:+9.1f} KiB {d.count_diff:+7d} blocks")
+        for frame in list(d.traceback)[-4:]:
             print(f"      {frame.filename}:{frame.lineno}")
 
 
@@ -144,13 +149,18 @@ def main() -> int:
                          "each executable and its HLO (about 20 MiB for a 10,000-node graph) up to this many "
                          "graphs whatever xla_lab does (torch_xla's default is far larger); 0 leaves it alone")
     ap.add_argument("--trace", action="store_true",
-                    help="trace Python allocations from warm-up on (tracemalloc) and print where the memory kept "
-                         "after warm-up was allocated, with glibc's heap in use (mallinfo2). Slow (about 5x), "
-                         "and the checkpoints' RSS then includes tracemalloc's own memory")
+                    help="trace Python allocations from warm-up on (tracemalloc) and print where they grew from "
+                         "the middle of the traced runs to the end, with glibc's heap in use (mallinfo2). Slow "
+                         "(about 5x), and the checkpoints' RSS then includes tracemalloc's own memory")
     ap.add_argument("--baseline", action="store_true",
                     help="the same cells as plain cells with xla_lab not loaded (what IPython and torch_xla "
                          "alone grow by), to compare with")
+    ap.add_argument("--baseline-debug", action="store_true",
+                    help="--baseline with XLA's debug output on as xla_lab turns it on (HLO dumps, source "
+                         "metadata, torch_xla's sync log; emptied every 20 runs), to tell what those cost "
+                         "from what xla_lab's own code holds")
     args = ap.parse_args()
+    args.baseline = args.baseline or args.baseline_debug
 
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     os.environ["XLA_LAB_MAX_GRAPHS"] = str(args.max_graphs)
@@ -160,6 +170,11 @@ def main() -> int:
         os.environ["XLA_COMPILATION_CACHE_SIZE"] = str(args.xla_cache)
     from IPython.testing.globalipapp import start_ipython
 
+    if args.baseline_debug:
+        debug_out = Path(tempfile.mkdtemp(prefix="xla_lab_soak_"))
+        os.environ.update(XLA_FLAGS=f"--xla_dump_to={debug_out / 'dump'} --xla_dump_hlo_as_text --xla_dump_hlo_as_proto",
+                          XLA_IR_DEBUG="1", XLA_HLO_DEBUG="1", PT_XLA_DEBUG_LEVEL="2",
+                          PT_XLA_DEBUG_FILE=str(debug_out / "sync.log"))
     ip = start_ipython()
     if args.baseline:
         return baseline(ip, args)
@@ -217,7 +232,10 @@ def main() -> int:
             rss_warm, warm_at = settled_rss_mb(), i + 1
             if args.trace:
                 tracemalloc.start(8)
-                heap_warm = heap_in_use_mb()
+                trace_middle = (i + 1 + args.runs) // 2
+        if args.trace and tracemalloc.is_tracing() and i + 1 == trace_middle:
+            gc.collect()
+            middle, heap_middle = tracemalloc.take_snapshot(), heap_in_use_mb()
         if (i + 1) % max(1, args.runs // 10) == 0 or i + 1 == args.runs:
             store = session.store
             checkpoints.append((i + 1, time.time() - t0, settled_rss_mb(), len(store.kept()), store.size_bytes(),
@@ -229,7 +247,8 @@ def main() -> int:
 
     store = session.store
     if args.trace and tracemalloc.is_tracing():
-        print_growth(tracemalloc.take_snapshot(), heap_warm)
+        gc.collect()
+        print_growth(middle, tracemalloc.take_snapshot(), heap_middle)
         tracemalloc.stop()  # (its own memory is in the checkpoints' RSS, not in the numbers below)
     rss_end = settled_rss_mb()
     import torch_xla
@@ -259,7 +278,7 @@ def main() -> int:
     print(f"  RSS at the end        {rss_end:.1f} MiB ({rss_end - rss_warm:+.1f} MiB; "
           f"{growth:+.2f} MiB per 1000 runs after warm-up)")
     print(f"  artifact store        {kept} graphs with text, {kept_bytes / 2**20:.1f} MiB of text; "
-          f"{store.evictions} evicted, {stubs} entries with stubs")
+          f"{store.evictions} evicted, {stubs - kept} stubs of evicted graphs kept")
     print(f"  xla_lab's share       {rss_end - rss_cleared:.1f} MiB of RSS released at the end by dropping its "
           f"history ({rss_end - rss_no_history:.1f} MiB) and stored graphs ({rss_no_history - rss_cleared:.1f} MiB); "
           f"the rest is IPython, torch_xla, XLA's {xla_cached} cached executables, the model")
@@ -327,12 +346,17 @@ def baseline(ip, args) -> int:
         sink.seek(0)
         sink.truncate()
         unexpected += (result.error_in_exec is None) != (expect is None)
+        if args.baseline_debug and i % 20 == 19:  # as xla_lab empties them after every cell
+            log = Path(os.environ["PT_XLA_DEBUG_FILE"])
+            if log.exists():
+                log.write_text("")
+            shutil.rmtree(Path(os.environ["XLA_FLAGS"].split()[0].split("=", 1)[1]), ignore_errors=True)
         if rss_warm is None and i + 1 >= warm_at and xla_cache_full(args):
             rss_warm, warm_at = settled_rss_mb(), i + 1
         if (i + 1) % max(1, args.runs // 10) == 0:
             print(f"  {i + 1:>6} runs {time.time() - t0:7.0f} s  rss {settled_rss_mb():7.1f} MiB", flush=True)
     rss_end = settled_rss_mb()
-    print(f"\nbaseline (no xla_lab): {args.runs} cell runs in {time.time() - t0:.0f} s; peak RSS "
+    print(f"\nbaseline (no xla_lab{', XLA debug output on' if args.baseline_debug else ''}): {args.runs} cell runs in {time.time() - t0:.0f} s; peak RSS "
           f"{rss_kb('VmHWM') / 1024:.1f} MiB; RSS after warm-up {rss_warm:.1f} MiB (run {warm_at}), "
           f"at the end {rss_end:.1f} MiB "
           f"({rss_end - rss_warm:+.1f} MiB); {unexpected} unexpected results")
