@@ -56,6 +56,15 @@ def _message(reason: str | None) -> str:
             "xla_lab put this stand-in in its place so that the kernel keeps working; recompute or reload it.")
 
 
+def replace_with_stand_in(tensor: torch.Tensor, reason: str) -> None:
+    """Turn ``tensor`` (the same Python object, wherever it is referenced) into a ``LostTensor``
+    whose uses raise ``reason``. Raises if torch cannot swap it (a weak reference to it exists)."""
+    # (made on the host and moved: device data, not a pending op that would join the next graph)
+    stand_in = torch.empty(0, dtype=tensor.dtype).to(tensor.device).as_subclass(LostTensor)
+    stand_in.__dict__["xla_lab_lost"] = reason
+    torch.utils.swap_tensors(tensor, stand_in)
+
+
 def lost_tensors_exist() -> bool:
     """True while a tensor of a graph XLA could not compile is alive (a cheap check: no scan of the heap)."""
     import torch_xla
@@ -113,14 +122,10 @@ def repair_lost_tensors(namespace: dict | None = None, failure: str | None = Non
             count = len(lost)
         failed = 0
         for tensor, reason in lost:
-            # (made on the host and moved: device data, not a pending op that would join the next graph)
-            stand_in = torch.empty(0, dtype=tensor.dtype).to(tensor.device).as_subclass(LostTensor)
-            stand_in.__dict__["xla_lab_lost"] = reason
             try:
-                torch.utils.swap_tensors(tensor, stand_in)
+                replace_with_stand_in(tensor, reason)
             except Exception:
                 failed += 1
-            del stand_in
         del lost, tensor, reason
         gc.collect()
         if not failed:

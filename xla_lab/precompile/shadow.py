@@ -20,9 +20,11 @@ from typing import Any
 
 import torch
 
+from xla_lab.capture.recovery import LostTensor
 
 def is_xla_tensor(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.device.type == "xla"
+    """An XLA tensor with a value (a ``LostTensor`` stand-in for a value XLA lost has none)."""
+    return isinstance(value, torch.Tensor) and not isinstance(value, LostTensor) and value.device.type == "xla"
 
 
 def reachable_tensors(values: list[Any]) -> list[torch.Tensor]:

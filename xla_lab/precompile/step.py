@@ -102,11 +102,17 @@ class StepFunction:
         values = list(args) + list(kwargs.values())
         bound = dict(zip(names, args))
         bound.update(kwargs)
-        call = StepCall(self, args, kwargs, names,
-                        {k: tuple(v.shape) for k, v in bound.items() if is_xla_tensor(v)},
-                        module_mode(values), state_fingerprint(values), seq=next(_call_numbers))
+        try:
+            call = StepCall(self, args, kwargs, names,
+                            {k: tuple(v.shape) for k, v in bound.items() if is_xla_tensor(v)},
+                            module_mode(values), state_fingerprint(values), seq=next(_call_numbers))
+        except Exception:  # arguments the queue cannot read: the step runs unrecorded, its errors its own
+            return self.fn(*args, **kwargs)
         result = self.fn(*args, **kwargs)
-        call.state_after = state_fingerprint(values)
+        try:
+            call.state_after = state_fingerprint(values)
+        except Exception:
+            return result
         self.calls = self.calls[-3:] + [call]
         for listener in list(self.listeners):
             listener(call)
