@@ -56,10 +56,26 @@ for i in range(1250):
 total = h.sum()'''
 
 
-def _notebook() -> dict:
+STEP = '''import xla_lab
+
+adam = torch.optim.AdamW(mlp.parameters(), lr=1e-3)  # its state appears at the first step: a new graph
+
+@xla_lab.step
+def train_step(mlp, opt, x, y):
+    opt.zero_grad()
+    loss = ((mlp(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    return loss'''
+
+# The queue's widget is shown before any job exists; the step's first run then plans a job, which
+# runs once the kernel is idle: the widget must follow without its cell running again.
+QUEUE_CELLS = ["%load_ext xla_lab", SETUP, STEP, "%xla queue", "%%xla -q\nloss = train_step(mlp, adam, x, y)"]
+
+
+def _notebook(cells=("%load_ext xla_lab", SETUP, TRAIN, BIG)) -> dict:
     import nbformat
 
-    cells = ["%load_ext xla_lab", SETUP, TRAIN, BIG]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nb
@@ -73,6 +89,7 @@ def lab(tmp_path_factory):
     nbdir = work / "notebooks"
     nbdir.mkdir()
     nbformat.write(nbformat.from_dict(_notebook()), nbdir / "panel_test.ipynb")
+    nbformat.write(nbformat.from_dict(_notebook(QUEUE_CELLS)), nbdir / "queue_test.ipynb")
     with jupyter_lab(work, nbdir, keep_log=ARTIFACTS / "server.log") as server:
         yield server
 
@@ -100,8 +117,33 @@ def test_panel_in_jupyterlab(lab, page):
         page.screenshot(path=str(ARTIFACTS / "10_last_page.png"), full_page=True)
 
 
-def _drive(lab, page):
-    page.goto(f"{lab['url']}/lab/tree/panel_test.ipynb?token={lab['token']}")
+def test_live_queue_widget_in_jupyterlab(lab):
+    with chromium_page({"width": 1400, "height": 1000}) as page:
+        _check_live_queue_widget(lab, page)
+
+
+def _check_live_queue_widget(lab, page):
+    try:
+        _run_all(lab, page, "queue_test.ipynb")
+        widget = page.locator(".xla-lab-queue").first
+        widget.wait_for(state="visible", timeout=120_000)
+        # the job is planned after the step's cell and compiled while the kernel is idle; the widget,
+        # shown before any job existed, follows (its cell never runs again)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.xla-lab-queue')].some(el => /compiled, unused/.test(el.innerText))",
+            timeout=180_000)
+        text = widget.inner_text()
+        assert "1 done" in text and "train_step" in text and "steady state" in text, text
+        _shot(widget, "13_queue_widget")
+        assert not [e for e in page.errors if "xla" in e.lower()], page.errors
+    finally:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "14_queue_page.png"), full_page=True)
+
+
+def _run_all(lab, page, notebook: str) -> None:
+    """Open ``notebook`` in JupyterLab, start its kernel and run all its cells."""
+    page.goto(f"{lab['url']}/lab/tree/{notebook}?token={lab['token']}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
     # JupyterLab may ask which kernel to start: take the notebook's own (python3)
     page.wait_for_selector(".jp-Dialog, .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
@@ -112,6 +154,10 @@ def _drive(lab, page):
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
+
+
+def _drive(lab, page):
+    _run_all(lab, page, "panel_test.ipynb")
 
     # live progress while a step compiles (the 5,000-op graph compiles for seconds)
     live = page.locator(".xla-panel[data-progress='compiling']").first
