@@ -88,12 +88,17 @@ def chromium_page(viewport: dict):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         ctx = browser.new_context(viewport=viewport)
-        page = ctx.new_page()
-        page.errors = []  # type: ignore[attr-defined]
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.on("dialog", lambda d: (page.errors.append(f"dialog: {d.message}"), d.dismiss()))
         try:
-            yield page
+            yield new_tab(ctx)
         finally:
             ctx.close()
             browser.close()
+
+
+def new_tab(ctx):
+    """A page of ``ctx`` whose ``errors`` collects page errors and dialogs (dismissed)."""
+    page = ctx.new_page()
+    page.errors = []  # type: ignore[attr-defined]
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("dialog", lambda d: (page.errors.append(f"dialog: {d.message}"), d.dismiss()))
+    return page

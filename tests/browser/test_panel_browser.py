@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from jupyterlab_server import CHROMIUM, chromium_page, jupyter_lab
+from jupyterlab_server import CHROMIUM, chromium_page, jupyter_lab, new_tab
 
 pytestmark = pytest.mark.browser
 
@@ -117,9 +117,12 @@ def test_panel_in_jupyterlab(lab, page):
         page.screenshot(path=str(ARTIFACTS / "10_last_page.png"), full_page=True)
 
 
-def test_live_queue_widget_in_jupyterlab(lab):
-    with chromium_page({"width": 1400, "height": 1000}) as page:
-        _check_live_queue_widget(lab, page)
+def test_live_queue_widget_in_jupyterlab(lab, page):
+    tab = new_tab(page.context)  # (JupyterLab's router would stop a second notebook's URL in the same page)
+    try:
+        _check_live_queue_widget(lab, tab)
+    finally:
+        tab.close()
 
 
 def _check_live_queue_widget(lab, page):
