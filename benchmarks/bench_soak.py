@@ -193,7 +193,7 @@ def main() -> int:
     unexpected: list[str] = []
     big_nodes_seen = 0
     big_n = iterations
-    rss_warm = None
+    rss_warm = filled_at = None
     checkpoints = []
     t0 = time.time()
     sink = io.StringIO()
@@ -228,8 +228,8 @@ def main() -> int:
                 unexpected.append(f"run {i}: rendering failed: {type(exc).__name__}: {exc}")
         # Warm-up ends once every cache is full: the store's graphs, the history's captures and
         # torch_xla's compiled graphs (and at least --warmup of the runs).
-        if rss_warm is None and i + 1 >= warm_at and caches_full(session, args):
-            rss_warm, warm_at = settled_rss_mb(), i + 1
+        if filled_at is None and i + 1 >= warm_at and caches_full(session, args):
+            filled_at = i + 1
             if args.trace:
                 tracemalloc.start(8)
                 trace_middle = (i + 1 + args.runs) // 2
@@ -244,6 +244,8 @@ def main() -> int:
                   f"heap {heap_in_use_mb():7.1f} MiB  "
                   f"graphs kept {checkpoints[-1][3]:>4}  store {checkpoints[-1][4] / 2**20:6.1f} MiB  "
                   f"dump dir {checkpoints[-1][5]} B  history {checkpoints[-1][6]}", flush=True)
+            if filled_at is not None and rss_warm is None:  # (checkpoints are all at the same point of
+                rss_warm, warm_at = checkpoints[-1][2], i + 1  # the cells' cycle: RSS comparable)
 
     store = session.store
     if args.trace and tracemalloc.is_tracing():
@@ -265,7 +267,7 @@ def main() -> int:
     if rss_warm is None:
         rss_warm, warm_at = rss_end, args.runs + 1
     after = [c for c in checkpoints if c[0] >= warm_at]
-    growth = (after[-1][2] - after[0][2]) / max(1, after[-1][0] - after[0][0]) * 1000 if len(after) > 1 else 0.0
+    growth = slope([(c[0], c[2]) for c in after])
     print()
     print(f"xla_lab soak: {args.runs} cell runs in {time.time() - t0:.0f} s "
           f"(caps: {store.max_graphs} graphs, {store.max_bytes >> 20} MiB of text; "
@@ -273,7 +275,8 @@ def main() -> int:
     print("  cell runs done        " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     print(f"  largest graph         {big_nodes_seen} IR nodes")
     print(f"  peak RSS              {rss_kb('VmHWM') / 1024:.1f} MiB")
-    print(f"  RSS after warm-up     {rss_warm:.1f} MiB (run {warm_at}: the store, its stubs, the history and XLA's cache full)"
+    print(f"  RSS after warm-up     {rss_warm:.1f} MiB (run {warm_at}, the first checkpoint after run {filled_at}, "
+          "where the store, its stubs, the history and XLA's cache were full)"
           if warm_at <= args.runs else "  RSS after warm-up     (not reached: the caches never filled; run more)")
     print(f"  RSS at the end        {rss_end:.1f} MiB ({rss_end - rss_warm:+.1f} MiB; "
           f"{growth:+.2f} MiB per 1000 runs after warm-up)")
@@ -291,6 +294,13 @@ def main() -> int:
     for line in unexpected[:20]:
         print("    " + line)
     return 1 if unexpected else 0
+
+
+def slope(points: list[tuple[int, float]]) -> float:
+    """MiB per 1000 runs from the first to the last (run, RSS) point."""
+    if len(points) < 2:
+        return 0.0
+    return (points[-1][1] - points[0][1]) / max(1, points[-1][0] - points[0][0]) * 1000
 
 
 def caches_full(session, args) -> bool:
@@ -336,7 +346,8 @@ def baseline(ip, args) -> int:
     warm_at = max(1, int(args.runs * args.warmup))
     sink = io.StringIO()
     unexpected = 0
-    rss_warm = None
+    rss_warm = filled_at = None
+    checkpoints: list[tuple[int, float]] = []
     t0 = time.time()
     for i, kind, body, expect, _ in cells(args.runs, args.big_every, -(-args.big_nodes // 3) + 1):
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -351,15 +362,21 @@ def baseline(ip, args) -> int:
             if log.exists():
                 log.write_text("")
             shutil.rmtree(Path(os.environ["XLA_FLAGS"].split()[0].split("=", 1)[1]), ignore_errors=True)
-        if rss_warm is None and i + 1 >= warm_at and xla_cache_full(args):
-            rss_warm, warm_at = settled_rss_mb(), i + 1
-        if (i + 1) % max(1, args.runs // 10) == 0:
-            print(f"  {i + 1:>6} runs {time.time() - t0:7.0f} s  rss {settled_rss_mb():7.1f} MiB", flush=True)
+        if filled_at is None and i + 1 >= warm_at and xla_cache_full(args):
+            filled_at = i + 1
+        if (i + 1) % max(1, args.runs // 10) == 0 or i + 1 == args.runs:
+            checkpoints.append((i + 1, settled_rss_mb()))
+            print(f"  {i + 1:>6} runs {time.time() - t0:7.0f} s  rss {checkpoints[-1][1]:7.1f} MiB", flush=True)
+            if filled_at is not None and rss_warm is None:
+                rss_warm, warm_at = checkpoints[-1][1], i + 1
     rss_end = settled_rss_mb()
-    print(f"\nbaseline (no xla_lab{', XLA debug output on' if args.baseline_debug else ''}): {args.runs} cell runs in {time.time() - t0:.0f} s; peak RSS "
-          f"{rss_kb('VmHWM') / 1024:.1f} MiB; RSS after warm-up {rss_warm:.1f} MiB (run {warm_at}), "
-          f"at the end {rss_end:.1f} MiB "
-          f"({rss_end - rss_warm:+.1f} MiB); {unexpected} unexpected results")
+    if rss_warm is None:
+        rss_warm, warm_at = rss_end, args.runs + 1
+    growth = slope([c for c in checkpoints if c[0] >= warm_at])
+    print(f"\nbaseline (no xla_lab{', XLA debug output on' if args.baseline_debug else ''}): {args.runs} cell runs in "
+          f"{time.time() - t0:.0f} s; peak RSS {rss_kb('VmHWM') / 1024:.1f} MiB; RSS after warm-up {rss_warm:.1f} MiB "
+          f"(run {warm_at}), at the end {rss_end:.1f} MiB ({rss_end - rss_warm:+.1f} MiB; {growth:+.2f} MiB per "
+          f"1000 runs after warm-up); {unexpected} unexpected results")
     return 1 if unexpected else 0
 
 
