@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "screenshots"
 sys.path.insert(0, str(ROOT / "tests" / "browser"))
-from jupyterlab_server import chromium_page, jupyter_lab  # noqa: E402  (the browser tests' own set-up)
+from jupyterlab_server import chromium_page, jupyter_lab, open_notebook, run_all_cells  # noqa: E402  (the browser tests' own set-up)
 # notebook -> (panel name, tab, picture)
 SHOTS = {
     "01_getting_started.ipynb": ("train", "graph", "01_graph.png"),
@@ -35,17 +35,11 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     try:
         with jupyter_lab(work, nbdir) as lab, chromium_page({"width": 1300, "height": 2400}) as first:
-            url, token = lab["url"], lab["token"]
             for notebook, (name, tab, picture) in SHOTS.items():
                 started = time.time()
                 page = first.context.new_page()  # one notebook per page, from an empty workspace
-                page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}")
-                page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
-                page.wait_for_timeout(1000)
-                if page.locator(".jp-Dialog").count():
-                    page.locator(".jp-Dialog .jp-mod-accept").click()
-                page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-                page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
+                open_notebook(page, lab, notebook, query="reset&")
+                run_all_cells(page)
                 page.wait_for_timeout(2000)
                 page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=600_000)
                 panel = page.locator(".xla-panel").filter(

@@ -1,5 +1,6 @@
 """JupyterLab on a loopback port and a page of Debian's chromium, for the browser tests and
-docs/screenshots.py (one way to start both, so the three stay alike)."""
+docs/screenshots.py (one way to start both, write a notebook, open it and run it, so the three stay
+alike)."""
 
 from __future__ import annotations
 
@@ -102,3 +103,32 @@ def new_tab(ctx):
     page.on("pageerror", lambda e: page.errors.append(str(e)))
     page.on("dialog", lambda d: (page.errors.append(f"dialog: {d.message}"), d.dismiss()))
     return page
+
+
+def write_notebook(path: Path, cells) -> None:
+    """A notebook of code ``cells`` on the python3 kernel."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def open_notebook(page, lab: dict, name: str, query: str = "") -> None:
+    """Open notebook ``name`` in JupyterLab (``query``: e.g. "reset&" for an empty workspace) and wait
+    until its kernel is idle, accepting the kernel JupyterLab may ask about (the notebook's own)."""
+    page.goto(f"{lab['url']}/lab/tree/{name}?{query}token={lab['token']}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    # (with two notebooks open there are two indicators: the hidden tab's must not count)
+    idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']:visible"
+    page.locator(f".jp-Dialog, {idle}").first.wait_for(timeout=90_000)
+    page.wait_for_timeout(800)
+    if page.locator(".jp-Dialog").count():
+        page.locator(".jp-Dialog .jp-mod-accept").click()
+    page.locator(idle).first.wait_for(timeout=90_000)
+
+
+def run_all_cells(page) -> None:
+    """Run > Run All Cells, as a user would."""
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()

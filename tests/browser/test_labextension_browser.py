@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyterlab_server import chromium_page, jupyter_lab
+from jupyterlab_server import chromium_page, jupyter_lab, open_notebook, write_notebook
 from test_panel_browser import FIRST_RENDER_GOAL_MS  # skips as that module does
 
 pytestmark = pytest.mark.browser
@@ -67,22 +67,12 @@ total = h.sum()''',
 TRAIN, BIG = 2, 5
 
 
-def _notebook():
-    import nbformat
-
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    return nb
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    import nbformat
-
     work = tmp_path_factory.mktemp("lab-ext")
     nbdir = work / "notebooks"
     nbdir.mkdir()
-    nbformat.write(_notebook(), nbdir / NB)
+    write_notebook(nbdir / NB, CELLS)
     data = work / "data" / "labextensions"
     data.mkdir(parents=True)
     (data / "xla-lab").symlink_to(LABEXT, target_is_directory=True)
@@ -100,18 +90,6 @@ def page(lab):
 def _shot(target, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     target.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-
-
-def _open(page, lab, name: str) -> None:
-    page.goto(f"{lab['url']}/lab/tree/{name}?token={lab['token']}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    # (with two notebooks open there are two indicators: the hidden tab's must not count)
-    idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']:visible"
-    page.locator(f".jp-Dialog, {idle}").first.wait_for(timeout=90_000)
-    page.wait_for_timeout(800)
-    if page.locator(".jp-Dialog").count():
-        page.locator(".jp-Dialog .jp-mod-accept").click()
-    page.locator(idle).first.wait_for(timeout=90_000)
 
 
 def _command(page, command: str) -> None:
@@ -144,7 +122,7 @@ def test_xla_lab_side_panel(lab, page):
 
 
 def _drive(lab, page):
-    _open(page, lab, NB)
+    open_notebook(page, lab, NB)
     _command(page, "notebook:run-all-cells")
     _wait_idle(page)
     # run the train cell again: the short batch makes it compile again (run 2)
@@ -263,7 +241,7 @@ def _drive(lab, page):
     saved = json.loads((lab["dir"] / NB).read_text())
     assert any("application/vnd.xla-lab.capture+json" in o.get("data", {}) for c in saved["cells"] for o in c.get("outputs", []))
     shutil.copy(lab["dir"] / NB, lab["dir"] / "reopened.ipynb")
-    _open(page, lab, "reopened.ipynb")
+    open_notebook(page, lab, "reopened.ipynb")
     side = _open_sidebar(page)
     page.wait_for_function("() => document.querySelector('#xla-lab-sidebar .xla-lab-nb')?.textContent.includes('reopened')", timeout=30_000)
     runs = side.locator(".xla-lab-run")

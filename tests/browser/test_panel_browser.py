@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from jupyterlab_server import CHROMIUM, chromium_page, jupyter_lab, new_tab
+from jupyterlab_server import CHROMIUM, chromium_page, jupyter_lab, new_tab, open_notebook, run_all_cells, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -73,23 +73,13 @@ def train_step(mlp, opt, x, y):
 QUEUE_CELLS = ["%load_ext xla_lab", SETUP, STEP, "%xla queue", "%%xla -q\nloss = train_step(mlp, adam, x, y)"]
 
 
-def _notebook(cells=("%load_ext xla_lab", SETUP, TRAIN, BIG)) -> dict:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    return nb
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    import nbformat
-
     work = tmp_path_factory.mktemp("lab")
     nbdir = work / "notebooks"
     nbdir.mkdir()
-    nbformat.write(nbformat.from_dict(_notebook()), nbdir / "panel_test.ipynb")
-    nbformat.write(nbformat.from_dict(_notebook(QUEUE_CELLS)), nbdir / "queue_test.ipynb")
+    write_notebook(nbdir / "panel_test.ipynb", ["%load_ext xla_lab", SETUP, TRAIN, BIG])
+    write_notebook(nbdir / "queue_test.ipynb", QUEUE_CELLS)
     with jupyter_lab(work, nbdir, keep_log=ARTIFACTS / "server.log") as server:
         yield server
 
@@ -127,7 +117,8 @@ def test_live_queue_widget_in_jupyterlab(lab, page):
 
 def _check_live_queue_widget(lab, page):
     try:
-        _run_all(lab, page, "queue_test.ipynb")
+        open_notebook(page, lab, "queue_test.ipynb")
+        run_all_cells(page)
         widget = page.locator(".xla-lab-queue").first
         widget.wait_for(state="visible", timeout=120_000)
         # the job is planned after the step's cell and compiled while the kernel is idle; the widget,
@@ -144,23 +135,9 @@ def _check_live_queue_widget(lab, page):
         page.screenshot(path=str(ARTIFACTS / "14_queue_page.png"), full_page=True)
 
 
-def _run_all(lab, page, notebook: str) -> None:
-    """Open ``notebook`` in JupyterLab, start its kernel and run all its cells."""
-    page.goto(f"{lab['url']}/lab/tree/{notebook}?token={lab['token']}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    # JupyterLab may ask which kernel to start: take the notebook's own (python3)
-    page.wait_for_selector(".jp-Dialog, .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-    page.wait_for_timeout(1000)
-    if page.locator(".jp-Dialog").count():
-        page.locator(".jp-Dialog .jp-mod-accept").click()
-    # wait for the kernel, then Run > Run All Cells
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
-
-
 def _drive(lab, page):
-    _run_all(lab, page, "panel_test.ipynb")
+    open_notebook(page, lab, "panel_test.ipynb")
+    run_all_cells(page)
 
     # live progress while a step compiles (the 5,000-op graph compiles for seconds)
     live = page.locator(".xla-panel[data-progress='compiling']").first
