@@ -171,13 +171,17 @@ def main() -> int:
     from IPython.testing.globalipapp import start_ipython
 
     if args.baseline_debug:
-        debug_out = Path(tempfile.mkdtemp(prefix="xla_lab_soak_"))
+        args.debug_out = debug_out = Path(tempfile.mkdtemp(prefix="xla_lab_soak_"))
         os.environ.update(XLA_FLAGS=f"--xla_dump_to={debug_out / 'dump'} --xla_dump_hlo_as_text --xla_dump_hlo_as_proto",
                           XLA_IR_DEBUG="1", XLA_HLO_DEBUG="1", PT_XLA_DEBUG_LEVEL="2",
                           PT_XLA_DEBUG_FILE=str(debug_out / "sync.log"))
     ip = start_ipython()
     if args.baseline:
-        return baseline(ip, args)
+        try:
+            return baseline(ip, args)
+        finally:
+            if args.baseline_debug:
+                shutil.rmtree(args.debug_out, ignore_errors=True)
     ip.run_line_magic("load_ext", "xla_lab")
     import xla_lab
     from xla_lab import session as session_mod
@@ -358,10 +362,10 @@ def baseline(ip, args) -> int:
         sink.truncate()
         unexpected += (result.error_in_exec is None) != (expect is None)
         if args.baseline_debug and i % 20 == 19:  # as xla_lab empties them after every cell
-            log = Path(os.environ["PT_XLA_DEBUG_FILE"])
+            log = args.debug_out / "sync.log"
             if log.exists():
                 log.write_text("")
-            shutil.rmtree(Path(os.environ["XLA_FLAGS"].split()[0].split("=", 1)[1]), ignore_errors=True)
+            shutil.rmtree(args.debug_out / "dump", ignore_errors=True)
         if filled_at is None and i + 1 >= warm_at and xla_cache_full(args):
             filled_at = i + 1
         if (i + 1) % max(1, args.runs // 10) == 0 or i + 1 == args.runs:
