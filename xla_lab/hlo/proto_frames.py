@@ -4,19 +4,27 @@ The text dump keeps only the innermost frame of each op (``source_file``/``sourc
 ``nn.Linear`` is a line inside torch. torch_xla records the whole stack of every op
 (``XLA_IR_DEBUG``) and lowers it into the module's ``stack_frame_index`` (each instruction's
 ``metadata.stack_frame_id`` points at its innermost frame, frames point at their parents), which only
-the proto dump carries. This reads just those fields with a minimal protobuf wire-format decoder, so
-no protobuf package or generated code is needed.
+the proto dump carries.
+
+This declares just those fields, as a schema built at import time, and lets protobuf's C parser (upb)
+read them; everything else in the proto is skipped. No generated code, and no XLA .proto files, are
+needed. (A pure-Python wire-format reader took 0.11 s on a 12-layer transformer's 2 MB proto, this
+0.01 s.) Strings are declared as bytes, so a name that is not UTF-8 reads with replacement characters
+instead of failing the whole dump.
 
 Field numbers (xla/service/hlo.proto, xla/xla_data.proto): HloProto.hlo_module=1;
-HloModuleProto.computations=3, .stack_frame_index=17; HloComputationProto.instructions=2;
-HloInstructionProto.name=1, .metadata=7; OpMetadata.stack_frame_id=15; StackFrameIndexProto
-.file_names=1, .function_names=2, .file_locations=3 {file_name_id=1, function_name_id=2, line=3},
-.stack_frames=4 {file_location_id=1, parent_frame_id=2}. Ids are 1-based.
+HloModuleProto.entry_computation_name=2, .computations=3, .stack_frame_index=17;
+HloComputationProto.instructions=2; HloInstructionProto.name=1, .metadata=7;
+OpMetadata.stack_frame_id=15; StackFrameIndexProto .file_names=1, .function_names=2,
+.file_locations=3 {file_name_id=1, function_name_id=2, line=3}, .stack_frames=4 {file_location_id=1,
+parent_frame_id=2}. Ids are 1-based.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
 
 class ProtoError(ValueError):
@@ -30,101 +38,80 @@ class PyFrame:
     line: int
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ProtoError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ProtoError("varint too long")
+_PACKAGE = "xla_lab_hlo_frames"
+_F = descriptor_pb2.FieldDescriptorProto
+_ONE, _MANY = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
+_INT, _BYTES, _MSG = _F.TYPE_INT64, _F.TYPE_BYTES, _F.TYPE_MESSAGE
+
+# message name -> [(field name, number, type, label, message type of the field)]
+_SCHEMA = {
+    # HloProto (module in 1) or a bare HloModuleProto (entry computation name in 2, reserved in HloProto)
+    "Top": [("first", 1, _BYTES, _ONE, None), ("entry_computation_name", 2, _BYTES, _ONE, None)],
+    "Module": [("computations", 3, _MSG, _MANY, "Computation"),
+               ("stack_frame_index", 17, _MSG, _ONE, "StackFrameIndex")],
+    "Computation": [("instructions", 2, _MSG, _MANY, "Instruction")],
+    "Instruction": [("name", 1, _BYTES, _ONE, None), ("metadata", 7, _MSG, _ONE, "OpMetadata")],
+    "OpMetadata": [("stack_frame_id", 15, _INT, _ONE, None)],
+    "StackFrameIndex": [("file_names", 1, _BYTES, _MANY, None), ("function_names", 2, _BYTES, _MANY, None),
+                        ("file_locations", 3, _MSG, _MANY, "FileLocation"),
+                        ("stack_frames", 4, _MSG, _MANY, "StackFrame")],
+    "FileLocation": [("file_name_id", 1, _INT, _ONE, None), ("function_name_id", 2, _INT, _ONE, None),
+                     ("line", 3, _INT, _ONE, None)],
+    "StackFrame": [("file_location_id", 1, _INT, _ONE, None), ("parent_frame_id", 2, _INT, _ONE, None)],
+}
 
 
-def _fields(buf: bytes):
-    """Yield (field number, wire type, value): ints for varints, bytes for length-delimited."""
-    pos, end = 0, len(buf)
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            if pos + length > end:
-                raise ProtoError("truncated field")
-            value = buf[pos:pos + length]
-            pos += length
-        elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
-        elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
-        else:
-            raise ProtoError(f"unsupported wire type {wire}")
-        yield field, wire, value
+def _message_classes() -> dict[str, type]:
+    file = descriptor_pb2.FileDescriptorProto(name=f"{_PACKAGE}.proto", package=_PACKAGE, syntax="proto3")
+    for name, fields in _SCHEMA.items():
+        msg = file.message_type.add(name=name)
+        for field_name, number, kind, label, type_name in fields:
+            field = msg.field.add(name=field_name, number=number, type=kind, label=label)
+            if type_name:
+                field.type_name = f".{_PACKAGE}.{type_name}"
+    pool = descriptor_pool.DescriptorPool()  # a pool of our own: nothing clashes with other users
+    pool.Add(file)
+    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+            for name in ("Top", "Module")}
 
 
-def _module_bytes(buf: bytes) -> bytes:
-    """The dump is an HloProto (module in field 1, buffer assignment in 3) or a bare HloModuleProto
-    (which has its entry computation's name in field 2; field 2 is reserved in HloProto)."""
-    top = {f: v for f, w, v in _fields(buf) if w == 2 and f in (1, 2)}
-    if 2 in top:
-        return buf
-    if 1 in top:
-        return top[1]
+_CLASSES = _message_classes()
+
+
+def _parse(name: str, data: bytes):
+    msg = _CLASSES[name]()
+    try:
+        msg.ParseFromString(data)
+    except message.DecodeError as exc:
+        raise ProtoError(f"not a valid protobuf ({exc})") from None
+    return msg
+
+
+def _module(data: bytes):
+    top = _parse("Top", data)
+    if top.entry_computation_name:
+        return _parse("Module", data)
+    if top.first:
+        return _parse("Module", top.first)
     raise ProtoError("no HLO module in the proto")
 
 
-def _stack_index(buf: bytes):
-    files, functions, locations, frames = [], [], [], []
-    for f, w, v in _fields(buf):
-        if w != 2:
-            continue
-        if f == 1:
-            files.append(v.decode("utf-8", "replace"))
-        elif f == 2:
-            functions.append(v.decode("utf-8", "replace"))
-        elif f == 3:
-            d = {k: val for k, _, val in _fields(v)}
-            locations.append((d.get(1, 0), d.get(2, 0), d.get(3, 0)))
-        elif f == 4:
-            d = {k: val for k, _, val in _fields(v)}
-            frames.append((d.get(1, 0), d.get(2, 0)))
-    return files, functions, locations, frames
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 def instruction_stacks(data: bytes) -> dict[str, list[PyFrame]]:
     """Instruction name -> its Python call stack, innermost frame first (empty when unknown)."""
-    module = _module_bytes(data)
-    frame_ids: dict[str, int] = {}
-    index = None
-    for f, w, v in _fields(module):
-        if w != 2:
-            continue
-        if f == 17:
-            index = _stack_index(v)
-        elif f == 3:
-            for cf, cw, instr in _fields(v):
-                if cf != 2 or cw != 2:
-                    continue
-                name, frame_id = None, 0
-                for inf, inw, val in _fields(instr):
-                    if inf == 1 and inw == 2:
-                        name = val.decode("utf-8", "replace")
-                    elif inf == 7 and inw == 2:
-                        for mf, mw, mv in _fields(val):
-                            if mf == 15 and mw == 0:
-                                frame_id = mv
-                if name is not None and frame_id:
-                    frame_ids[name] = frame_id
-    if index is None:
+    module = _module(data)
+    if not module.HasField("stack_frame_index"):
         return {}
-    files, functions, locations, frames = index
+    frame_ids = {ins.name: ins.metadata.stack_frame_id
+                 for comp in module.computations for ins in comp.instructions if ins.metadata.stack_frame_id}
+    index = module.stack_frame_index
+    files = [_text(f) for f in index.file_names]
+    functions = [_text(f) for f in index.function_names]
+    locations = [(loc.file_name_id, loc.function_name_id, loc.line) for loc in index.file_locations]
+    frames = [(fr.file_location_id, fr.parent_frame_id) for fr in index.stack_frames]
     cache: dict[int, list[PyFrame]] = {}
 
     def stack(frame_id: int) -> list[PyFrame]:
@@ -148,4 +135,4 @@ def instruction_stacks(data: bytes) -> dict[str, list[PyFrame]]:
         cache[frame_id] = out
         return out
 
-    return {name: stack(fid) for name, fid in frame_ids.items()}
+    return {_text(name): stack(fid) for name, fid in frame_ids.items()}
