@@ -563,6 +563,10 @@ def _same_outcome(text_: str) -> None:
     for name, comp in fast.computations.items():
         other = slow.computations[name]
         assert (comp.is_entry, comp.signature) == (other.is_entry, other.signature)
+        # op_type / op_key / source first: on the fast path they read the shared metadata, before
+        # the comparison below gives each instruction a copy of its own
+        assert [(i.op_type, i.op_key, i.source) for i in comp.instructions] == \
+            [(i.op_type, i.op_key, i.source) for i in other.instructions]
         assert comp.instructions == other.instructions  # every field, attributes and metadata too
         assert comp.by_name == other.by_name
 
@@ -606,6 +610,10 @@ def test_lazy_attributes_are_each_instructions_own():
     n1.metadata["op_type"] = "changed"
     n1.attributes["extra"] = "1"
     assert n2.op_type == "aten__neg" and "extra" not in n2.attributes
+    assert n1.op_type == "changed" and n1.op_key == ("changed", None, None, "7")
+    # op_type / op_key read the shared metadata without copying it
+    n3 = parse_module(BASE.replace("  ROOT %out", two + "  ROOT %out")).instruction("n1")
+    assert n3.op_key == ("aten__neg", None, None, "7") and n3.op_type == "aten__neg" and n3._metadata is None
     n2.attributes = {"set": "x"}
     assert n2.attributes == {"set": "x"} and n1 != n2
     assert "name='n1'" in repr(n1) and "'extra': '1'" in repr(n1)

@@ -199,10 +199,10 @@ def _scope(stack: list[PyFrame], cells: CellFiles, limit: int = 8) -> str | None
 
 
 def _key(ins) -> tuple | None:
-    md = ins.metadata
-    if not md.get("op_type"):
+    key = ins.op_key
+    if key is None:
         return None
-    return md.get("op_type"), md.get("source_file"), md.get("source_line"), ins.shape.dims
+    return key[0], key[2], key[3], ins.shape.dims
 
 
 def _lines_by_key(before: HloModule, stacks: dict[str, list[PyFrame]], cells: CellFiles) -> dict:

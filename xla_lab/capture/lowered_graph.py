@@ -18,10 +18,7 @@ HEADER = "IR (rebuilt from the HLO before optimization) {"
 
 
 def _key(ins: Instruction):
-    if not ins.metadata.get("op_type"):
-        return None
-    md = ins.metadata
-    return md.get("op_type"), md.get("op_name"), md.get("source_file"), md.get("source_line")
+    return ins.op_key
 
 
 def _op(op_type: str) -> str:

@@ -120,8 +120,8 @@ def build_fusion_map(module: HloModule, lines_of: Callable[[Instruction], list[d
             for m in with_metadata:
                 for ln in lines_of(m):
                     lines.setdefault((ln.get("cell"), ln["line"]), ln)
-                md = m.metadata
-                where = (md.get("source_file"), md.get("source_line"))
+                key = m.op_key
+                where = (key[2], key[3]) if key else (None, None)
                 if where[0] and where not in seen_sources:
                     seen_sources.add(where)
                     src = source_of(m)

@@ -37,10 +37,7 @@ SHAPE_OPS = {"aten::view", "aten::expand", "aten::permute", "aten::reshape", "at
 
 
 def _key(ins: Instruction):
-    md = ins.metadata
-    if not md.get("op_type"):
-        return None
-    return md.get("op_type"), md.get("op_name"), md.get("source_file"), md.get("source_line")
+    return ins.op_key
 
 
 def node_kernels(nodes: list[dict], before: HloModule, after: HloModule, kernels: list[dict]) -> list[str | None]:

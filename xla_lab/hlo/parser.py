@@ -82,16 +82,25 @@ class Instruction:
 
     @property
     def metadata(self) -> dict[str, str]:
+        """A dict of this instruction's own (``op_type``, ``op_key`` and ``source`` read the shared
+        one until this is asked for, so analyses of big modules copy nothing)."""
         if self._metadata is None:
-            try:
-                self._metadata = self._shared.metadata()
-            except _Fail as e:  # not expected: the parser has checked the text
-                raise HloParseError(f"line {self.line}: {e}", self.line) from None
+            self._metadata = dict(self._shared_metadata())
         return self._metadata
 
     @metadata.setter
     def metadata(self, value: dict[str, str]) -> None:
         self._metadata = value
+
+    def _shared_metadata(self) -> dict[str, str]:
+        """The metadata dict shared by all lines with this attribute text: read, never change."""
+        try:
+            return self._shared.metadata()
+        except _Fail as e:  # not expected: the parser has checked the text
+            raise HloParseError(f"line {self.line}: {e}", self.line) from None
+
+    def _read_metadata(self) -> dict[str, str]:
+        return self._metadata if self._metadata is not None else self._shared_metadata()
 
     @property
     def fusion_kind(self) -> str | None:
@@ -99,11 +108,25 @@ class Instruction:
 
     @property
     def op_type(self) -> str | None:
-        return self.metadata.get("op_type")
+        key = self.op_key
+        return key[0] if key is not None else self._read_metadata().get("op_type")
+
+    @property
+    def op_key(self) -> tuple[str, str | None, str | None, str | None] | None:
+        """``(op_type, op_name, source_file, source_line)`` of the metadata, None without an op_type:
+        what the instructions of one lazy-IR op share, before and after optimization. Built once
+        per attribute text (analyses ask for it for every instruction of a big module)."""
+        if self._metadata is not None:
+            return _op_key(self._metadata)
+        key = self._shared.op_key
+        if key is False:
+            key = self._shared.op_key = _op_key(self._shared_metadata())
+        return key
 
     @property
     def source(self) -> tuple[str, int] | None:
-        file, line = self.metadata.get("source_file"), self.metadata.get("source_line")
+        md = self._read_metadata()
+        file, line = md.get("source_file"), md.get("source_line")
         if not file or not line:
             return None
         try:
@@ -476,12 +499,13 @@ class _SharedAttributes:
     """Attribute text in the fast form, checked once for all the lines that end with it: in a big
     module ~70k lines end in only ~4k different texts (the same metadata, dimensions, ...)."""
 
-    __slots__ = ("text", "called", "_attributes", "_metadata")
+    __slots__ = ("text", "called", "op_key", "_attributes", "_metadata")
 
     def __init__(self, text: str):
         self.text = text
         self._attributes: dict[str, str] | None = None
         self._metadata: dict[str, str] | None = None
+        self.op_key: tuple | None | bool = False  # Instruction.op_key, once known
         self.called: list[str] = []
         if _CALL_KEY.search(text):  # the names of the called computations are checked at once
             for key, value in self._parsed().items():
@@ -498,11 +522,18 @@ class _SharedAttributes:
         return dict(self._parsed())
 
     def metadata(self) -> dict[str, str]:
-        """The metadata, in a dict of the caller's own."""
+        """The metadata, shared: ``Instruction.metadata`` copies it for the caller."""
         if self._metadata is None:
             meta = self._parsed().get("metadata")
             self._metadata = _fast_metadata(meta) if meta is not None else {}
-        return dict(self._metadata)
+        return self._metadata
+
+
+def _op_key(md: dict[str, str]) -> tuple | None:
+    op_type = md.get("op_type")
+    if not op_type:
+        return None
+    return op_type, md.get("op_name"), md.get("source_file"), md.get("source_line")
 
 
 def _fast_instruction(m: re.Match, line: str, number: int, shapes: dict[str, Shape],
