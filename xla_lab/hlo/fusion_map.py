@@ -7,6 +7,7 @@ control flow (while bodies, conditional branches, calls), not in fused or reduce
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -110,20 +111,19 @@ def build_fusion_map(module: HloModule, lines_of: Callable[[Instruction], list[d
             if ins.opcode in NOT_KERNELS:
                 continue
             members = _members(ins, module)
-            with_metadata = [m for m in members if m.op_type] or _inherited(ins, comp)
+            with_metadata = [m for m in members if m.op_key] or _inherited(ins, comp)
             if not with_metadata and caller is not None:
-                with_metadata = [caller[0]] if caller[0].op_type else _inherited(*caller)
-            aten = sorted({_aten(m.op_type) for m in with_metadata if m.op_type})
+                with_metadata = [caller[0]] if caller[0].op_key else _inherited(*caller)
+            aten = sorted({_aten(m.op_key[0]) for m in with_metadata})
             lines: dict[tuple, dict] = {}
             sources: dict[str, None] = {}
             seen_sources: set = set()
             for m in with_metadata:
                 for ln in lines_of(m):
                     lines.setdefault((ln.get("cell"), ln["line"]), ln)
-                key = m.op_key
-                where = (key[2], key[3]) if key else (None, None)
-                if where[0] and where not in seen_sources:
-                    seen_sources.add(where)
+                _, _, file, line = m.op_key
+                if file and (file, line) not in seen_sources:
+                    seen_sources.add((file, line))
                     src = source_of(m)
                     if src:
                         sources[src] = None
@@ -183,7 +183,7 @@ def _inherited(ins: Instruction, comp: Computation) -> list[Instruction]:
     nearest operands that do."""
     seen, frontier = set(), list(ins.operands)
     for _ in range(4):
-        found = [comp.by_name[o] for o in frontier if o in comp.by_name and comp.by_name[o].op_type]
+        found = [comp.by_name[o] for o in frontier if o in comp.by_name and comp.by_name[o].op_key]
         if found:
             return found
         nxt = []
@@ -195,6 +195,7 @@ def _inherited(ins: Instruction, comp: Computation) -> list[Instruction]:
     return []
 
 
+@functools.lru_cache(maxsize=4096)
 def _aten(op_type: str) -> str:
     ns, sep, name = op_type.partition("__")
     return f"{ns}::{name}" if sep else op_type
