@@ -78,18 +78,31 @@ def settled_rss_mb() -> float:
 
 
 def heap_in_use_mb() -> float:
-    """Bytes glibc's malloc has handed out and not had back (mallinfo2's uordblks + hblkhd)."""
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_size_t) for n in
-                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-                     "fordblks", "keepcost")]
+    """Bytes glibc's malloc has handed out and not had back, in all its arenas: XLA's threads
+    allocate in arenas of their own, which mallinfo2 leaves out. From malloc_info's totals:
+    the arenas' memory less their free chunks, plus the chunks mmapped on their own."""
+    import re
+
     try:
-        fn = ctypes.CDLL("libc.so.6").mallinfo2
+        libc = ctypes.CDLL("libc.so.6")
+        libc.fopen.restype = ctypes.c_void_p
+        libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        libc.fclose.argtypes = [ctypes.c_void_p]
     except (OSError, AttributeError):
         return float("nan")
-    fn.restype = MallInfo2
-    info = fn()
-    return (info.uordblks + info.hblkhd) / 2**20
+    with tempfile.NamedTemporaryFile(suffix=".xml") as out:
+        stream = libc.fopen(out.name.encode(), b"w")
+        if not stream:
+            return float("nan")
+        libc.malloc_info(0, stream)
+        libc.fclose(stream)
+        xml = Path(out.name).read_text()
+    totals = xml[xml.rfind("</heap>"):]  # the lines after the last arena sum up all of them
+    value = {f"{tag}:{kind}": int(size) for tag, kind, size in
+             re.findall(r'<(total|system) type="(\w+)"(?: count="\d+")? size="(\d+)"', totals)}
+    free = value.get("total:fast", 0) + value.get("total:rest", 0)
+    return (value.get("system:current", 0) - free + value.get("total:mmap", 0)) / 2**20
 
 
 def print_growth(middle, end, heap_middle: float, top: int = 10) -> None:
@@ -150,7 +163,7 @@ def main() -> int:
                          "graphs whatever xla_lab does (torch_xla's default is far larger); 0 leaves it alone")
     ap.add_argument("--trace", action="store_true",
                     help="trace Python allocations from warm-up on (tracemalloc) and print where they grew from "
-                         "the middle of the traced runs to the end, with glibc's heap in use (mallinfo2). Slow "
+                         "the middle of the traced runs to the end, with glibc's heap in use (all arenas). Slow "
                          "(about 5x), and the checkpoints' RSS then includes tracemalloc's own memory")
     ap.add_argument("--baseline", action="store_true",
                     help="the same cells as plain cells with xla_lab not loaded (what IPython and torch_xla "
@@ -199,6 +212,7 @@ def main() -> int:
     big_n = iterations
     rss_warm = filled_at = None
     checkpoints = []
+    heaps: list[tuple[int, float]] = []  # (run, malloc's heap in use), at the checkpoints
     t0 = time.time()
     sink = io.StringIO()
 
@@ -244,8 +258,9 @@ def main() -> int:
             store = session.store
             checkpoints.append((i + 1, time.time() - t0, settled_rss_mb(), len(store.kept()), store.size_bytes(),
                                 dir_bytes(session.runtime.dump_dir), len(session.history)))
+            heaps.append((i + 1, heap_in_use_mb()))
             print(f"  {i + 1:>6} runs {checkpoints[-1][1]:7.0f} s  rss {checkpoints[-1][2]:7.1f} MiB  "
-                  f"heap {heap_in_use_mb():7.1f} MiB  "
+                  f"heap {heaps[-1][1]:7.1f} MiB  "
                   f"graphs kept {checkpoints[-1][3]:>4}  store {checkpoints[-1][4] / 2**20:6.1f} MiB  "
                   f"dump dir {checkpoints[-1][5]} B  history {checkpoints[-1][6]}", flush=True)
             if filled_at is not None and rss_warm is None:  # (checkpoints are all at the same point of
@@ -283,7 +298,8 @@ def main() -> int:
           "where the store, its stubs, the history and XLA's cache were full)"
           if warm_at <= args.runs else "  RSS after warm-up     (not reached: the caches never filled; run more)")
     print(f"  RSS at the end        {rss_end:.1f} MiB ({rss_end - rss_warm:+.1f} MiB; "
-          f"{growth:+.2f} MiB per 1000 runs after warm-up)")
+          f"{growth:+.2f} MiB per 1000 runs after warm-up; malloc's heap in use "
+          f"{slope([h for h in heaps if h[0] >= warm_at]):+.2f} MiB per 1000 runs)")
     print(f"  artifact store        {kept} graphs with text, {kept_bytes / 2**20:.1f} MiB of text; "
           f"{store.evictions} evicted, {stubs - kept} stubs of evicted graphs kept")
     print(f"  xla_lab's share       {rss_end - rss_cleared:.1f} MiB of RSS released at the end by dropping its "
@@ -352,6 +368,7 @@ def baseline(ip, args) -> int:
     unexpected = 0
     rss_warm = filled_at = None
     checkpoints: list[tuple[int, float]] = []
+    heaps: list[tuple[int, float]] = []
     t0 = time.time()
     for i, kind, body, expect, _ in cells(args.runs, args.big_every, -(-args.big_nodes // 3) + 1):
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -370,7 +387,9 @@ def baseline(ip, args) -> int:
             filled_at = i + 1
         if (i + 1) % max(1, args.runs // 10) == 0 or i + 1 == args.runs:
             checkpoints.append((i + 1, settled_rss_mb()))
-            print(f"  {i + 1:>6} runs {time.time() - t0:7.0f} s  rss {checkpoints[-1][1]:7.1f} MiB", flush=True)
+            heaps.append((i + 1, heap_in_use_mb()))
+            print(f"  {i + 1:>6} runs {time.time() - t0:7.0f} s  rss {checkpoints[-1][1]:7.1f} MiB  "
+                  f"heap {heaps[-1][1]:7.1f} MiB", flush=True)
             if filled_at is not None and rss_warm is None:
                 rss_warm, warm_at = checkpoints[-1][1], i + 1
     rss_end = settled_rss_mb()
@@ -380,7 +399,8 @@ def baseline(ip, args) -> int:
     print(f"\nbaseline (no xla_lab{', XLA debug output on' if args.baseline_debug else ''}): {args.runs} cell runs in "
           f"{time.time() - t0:.0f} s; peak RSS {rss_kb('VmHWM') / 1024:.1f} MiB; RSS after warm-up {rss_warm:.1f} MiB "
           f"(run {warm_at}), at the end {rss_end:.1f} MiB ({rss_end - rss_warm:+.1f} MiB; {growth:+.2f} MiB per "
-          f"1000 runs after warm-up); {unexpected} unexpected results")
+          f"1000 runs after warm-up; malloc's heap in use {slope([h for h in heaps if h[0] >= warm_at]):+.2f} MiB "
+          f"per 1000 runs); {unexpected} unexpected results")
     return 1 if unexpected else 0
 
 
