@@ -70,6 +70,15 @@ def rss_kb(field: str = "VmRSS") -> int:
     return 0
 
 
+def anonymous_mb() -> float:
+    """RSS that is not file pages (mapped libraries, touched as code paths are first used): the heap,
+    mmapped buffers, XLA's compiled code."""
+    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+        if line.startswith("Anonymous:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def settled_rss_mb() -> float:
     gc.collect()
     with contextlib.suppress(OSError, AttributeError):
@@ -213,6 +222,7 @@ def main() -> int:
     rss_warm = filled_at = None
     checkpoints = []
     heaps: list[tuple[int, float]] = []  # (run, malloc's heap in use), at the checkpoints
+    anons: list[tuple[int, float]] = []  # (run, anonymous RSS)
     t0 = time.time()
     sink = io.StringIO()
 
@@ -259,8 +269,9 @@ def main() -> int:
             checkpoints.append((i + 1, time.time() - t0, settled_rss_mb(), len(store.kept()), store.size_bytes(),
                                 dir_bytes(session.runtime.dump_dir), len(session.history)))
             heaps.append((i + 1, heap_in_use_mb()))
+            anons.append((i + 1, anonymous_mb()))
             print(f"  {i + 1:>6} runs {checkpoints[-1][1]:7.0f} s  rss {checkpoints[-1][2]:7.1f} MiB  "
-                  f"heap {heaps[-1][1]:7.1f} MiB  "
+                  f"anon {anons[-1][1]:7.1f}  heap {heaps[-1][1]:7.1f} MiB  "
                   f"graphs kept {checkpoints[-1][3]:>4}  store {checkpoints[-1][4] / 2**20:6.1f} MiB  "
                   f"dump dir {checkpoints[-1][5]} B  history {checkpoints[-1][6]}", flush=True)
             if filled_at is not None and rss_warm is None:  # (checkpoints are all at the same point of
@@ -298,8 +309,9 @@ def main() -> int:
           "where the store, its stubs, the history and XLA's cache were full)"
           if warm_at <= args.runs else "  RSS after warm-up     (not reached: the caches never filled; run more)")
     print(f"  RSS at the end        {rss_end:.1f} MiB ({rss_end - rss_warm:+.1f} MiB; "
-          f"{growth:+.2f} MiB per 1000 runs after warm-up; malloc's heap in use "
-          f"{slope([h for h in heaps if h[0] >= warm_at]):+.2f} MiB per 1000 runs)")
+          f"{growth:+.2f} MiB per 1000 runs after warm-up)")
+    print(f"    of which            anonymous {slope([a for a in anons if a[0] >= warm_at]):+.2f}, malloc's heap in "
+          f"use {slope([h for h in heaps if h[0] >= warm_at]):+.2f} MiB per 1000 runs")
     print(f"  artifact store        {kept} graphs with text, {kept_bytes / 2**20:.1f} MiB of text; "
           f"{store.evictions} evicted, {stubs - kept} stubs of evicted graphs kept")
     print(f"  xla_lab's share       {rss_end - rss_cleared:.1f} MiB of RSS released at the end by dropping its "
@@ -369,6 +381,7 @@ def baseline(ip, args) -> int:
     rss_warm = filled_at = None
     checkpoints: list[tuple[int, float]] = []
     heaps: list[tuple[int, float]] = []
+    anons: list[tuple[int, float]] = []
     t0 = time.time()
     for i, kind, body, expect, _ in cells(args.runs, args.big_every, -(-args.big_nodes // 3) + 1):
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -388,8 +401,9 @@ def baseline(ip, args) -> int:
         if (i + 1) % max(1, args.runs // 10) == 0 or i + 1 == args.runs:
             checkpoints.append((i + 1, settled_rss_mb()))
             heaps.append((i + 1, heap_in_use_mb()))
+            anons.append((i + 1, anonymous_mb()))
             print(f"  {i + 1:>6} runs {time.time() - t0:7.0f} s  rss {checkpoints[-1][1]:7.1f} MiB  "
-                  f"heap {heaps[-1][1]:7.1f} MiB", flush=True)
+                  f"anon {anons[-1][1]:7.1f}  heap {heaps[-1][1]:7.1f} MiB", flush=True)
             if filled_at is not None and rss_warm is None:
                 rss_warm, warm_at = checkpoints[-1][1], i + 1
     rss_end = settled_rss_mb()
@@ -399,8 +413,8 @@ def baseline(ip, args) -> int:
     print(f"\nbaseline (no xla_lab{', XLA debug output on' if args.baseline_debug else ''}): {args.runs} cell runs in "
           f"{time.time() - t0:.0f} s; peak RSS {rss_kb('VmHWM') / 1024:.1f} MiB; RSS after warm-up {rss_warm:.1f} MiB "
           f"(run {warm_at}), at the end {rss_end:.1f} MiB ({rss_end - rss_warm:+.1f} MiB; {growth:+.2f} MiB per "
-          f"1000 runs after warm-up; malloc's heap in use {slope([h for h in heaps if h[0] >= warm_at]):+.2f} MiB "
-          f"per 1000 runs); {unexpected} unexpected results")
+          f"1000 runs after warm-up; of which anonymous {slope([a for a in anons if a[0] >= warm_at]):+.2f}, "
+          f"malloc's heap in use {slope([h for h in heaps if h[0] >= warm_at]):+.2f}); {unexpected} unexpected results")
     return 1 if unexpected else 0
 
 
