@@ -23,6 +23,10 @@ env: $(STAMP) $(EXT_OUT)
 $(STAMP): requirements-lock.txt pyproject.toml | $(EXT_OUT)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	@# A reinstall (the lock or pyproject changed) would write the wheel's shared data, install.json
+	@# included, through the link `labextension develop` made into xla_lab/labextension, and the next
+	@# wheel build would then fail on two install.json: drop the link (made again below) and any such file.
+	rm -rf $(VENV)/share/jupyter/labextensions/xla-lab $(LABEXT)/install.json
 	$(PY) -m pip install --quiet -c requirements-lock.txt -e '.[lab,test]'
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/jupyter labextension develop --overwrite . >/dev/null
 	$(PY) -c "import torch_xla, xla_lab; print('environment ready:', torch_xla.__version__)"
