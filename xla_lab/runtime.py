@@ -58,6 +58,15 @@ class RuntimeState:
 _STATE: RuntimeState | None = None
 
 
+def env_count(name: str, default: int) -> int:
+    """An xla_lab cap from the environment (``XLA_LAB_MAX_GRAPHS`` ...): a count >= 0, the default
+    when unset or not a number."""
+    try:
+        return max(0, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
 def runtime_started() -> bool:
     """True once the PJRT client exists (after that, XLA_FLAGS and debug switches are fixed)."""
     if "torch_xla" not in sys.modules:

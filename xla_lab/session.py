@@ -34,7 +34,7 @@ class Session:
         self.history: list[CellCapture] = []
         # Oldest captures are dropped past this many (XLA_LAB_MAX_HISTORY, default 1000; 0 = keep all):
         # a capture is a few KB without its graphs, but a day of cells adds up.
-        self.max_history = _env_int("XLA_LAB_MAX_HISTORY", 1000)
+        self.max_history = runtime.env_count("XLA_LAB_MAX_HISTORY", 1000)
         self.dropped_history = 0
         self.queue = None  # the precompile queue, made by start_queue()
 
@@ -94,15 +94,6 @@ class Session:
     def clear(self) -> None:
         self.history.clear()
         self.store.clear()
-
-
-def _env_int(name: str, default: int) -> int:
-    import os
-
-    try:
-        return max(0, int(os.environ.get(name, default)))
-    except ValueError:
-        return default
 
 
 _SESSION: Session | None = None

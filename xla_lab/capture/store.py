@@ -12,8 +12,9 @@ memory summary, and show :data:`EVICTED` where the HLO was.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
+
+from xla_lab.runtime import env_count
 
 from .dumps import CompiledModule
 from .records import GraphArtifacts
@@ -28,13 +29,6 @@ _TEXT_FIELDS = ("ir_text", "hlo_before", "hlo_after", "memory_report", "buffer_a
 _STUBS_PER_GRAPH = 10
 
 
-def _env_int(name: str, default: int) -> int:
-    try:
-        return max(0, int(os.environ.get(name, default)))
-    except ValueError:
-        return default
-
-
 def text_bytes(art: GraphArtifacts) -> int:
     """Characters of stored text of one graph (what the byte cap counts)."""
     return sum(len(getattr(art, f) or "") for f in _TEXT_FIELDS)
@@ -42,8 +36,8 @@ def text_bytes(art: GraphArtifacts) -> int:
 
 class ArtifactStore:
     def __init__(self, max_graphs: int | None = None, max_bytes: int | None = None):
-        self.max_graphs = _env_int("XLA_LAB_MAX_GRAPHS", DEFAULT_MAX_GRAPHS) if max_graphs is None else max_graphs
-        self.max_bytes = (_env_int("XLA_LAB_MAX_GRAPH_MB", DEFAULT_MAX_MB) << 20) if max_bytes is None else max_bytes
+        self.max_graphs = env_count("XLA_LAB_MAX_GRAPHS", DEFAULT_MAX_GRAPHS) if max_graphs is None else max_graphs
+        self.max_bytes = (env_count("XLA_LAB_MAX_GRAPH_MB", DEFAULT_MAX_MB) << 20) if max_bytes is None else max_bytes
         self.evictions = 0
         # Least recently used first; evicted stubs stay (small) so a later hit still says "evicted".
         self._by_hash: OrderedDict[str, GraphArtifacts] = OrderedDict()

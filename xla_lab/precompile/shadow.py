@@ -22,6 +22,7 @@ import torch
 
 from xla_lab.capture.recovery import LostTensor
 
+
 def is_xla_tensor(value: Any) -> bool:
     """An XLA tensor with a value (a ``LostTensor`` stand-in for a value XLA lost has none)."""
     return isinstance(value, torch.Tensor) and not isinstance(value, LostTensor) and value.device.type == "xla"
