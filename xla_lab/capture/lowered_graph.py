@@ -17,10 +17,6 @@ from xla_lab.hlo.parser import HloModule, Instruction, parse_module
 HEADER = "IR (rebuilt from the HLO before optimization) {"
 
 
-def _key(ins: Instruction):
-    return ins.op_key
-
-
 def _op(op_type: str) -> str:
     namespace, sep, name = op_type.partition("__")
     return f"{namespace}::{name}" if sep else op_type
@@ -46,9 +42,9 @@ def ir_nodes_from_module(module: HloModule) -> list[dict]:
         return n
 
     for ins in instructions:
-        k = _key(ins)
+        k = ins.op_key
         for o in ins.operands:
-            if o in by_name and k is not None and _key(by_name[o]) == k:
+            if o in by_name and k is not None and by_name[o].op_key == k:
                 parent[find(o)] = find(ins.name)
     groups: dict[str, list[Instruction]] = {}
     for ins in instructions:

@@ -28,16 +28,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .fusion_map import _members
-from .parser import HloModule, Instruction
+from .parser import HloModule
 
 INPUT_OPS = ("xla::device_data",)
 SHAPE_OPS = {"aten::view", "aten::expand", "aten::permute", "aten::reshape", "aten::squeeze", "aten::unsqueeze",
              "aten::t", "aten::transpose", "prim::Constant", "xla::generic_slice", "aten::slice", "aten::select",
              "aten::as_strided", "xla::select", "xla::unselect"}
-
-
-def _key(ins: Instruction):
-    return ins.op_key
 
 
 def node_kernels(nodes: list[dict], before: HloModule, after: HloModule, kernels: list[dict]) -> list[str | None]:
@@ -53,7 +49,7 @@ def node_kernels(nodes: list[dict], before: HloModule, after: HloModule, kernels
         if ins is None:
             continue
         for m in _members(ins, after):
-            key = _key(m)
+            key = m.op_key
             if key is not None:
                 by_key[key].add(k["name"])
                 by_key_dims[key + (m.shape.dims,)].add(k["name"])
@@ -77,7 +73,7 @@ def node_kernels(nodes: list[dict], before: HloModule, after: HloModule, kernels
                 ins = lookup(name)
             except KeyError:
                 continue
-            key = _key(ins)
+            key = ins.op_key
             if key is None:
                 continue
             exact = by_key_dims.get(key + (ins.shape.dims,))
