@@ -63,8 +63,8 @@ FAIL_TRACE = "t = model[0].weight @ xb  # (128x64) @ (32x64): a shape error whil
 PLAIN = "plain = (seed * 3).sum()\ntorch_xla.sync()"
 
 
-def rss_kb(field: str = "VmRSS") -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def rss_kb(field: str = "VmRSS", path: str = "/proc/self/status") -> int:
+    for line in Path(path).read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
     return 0
@@ -73,10 +73,7 @@ def rss_kb(field: str = "VmRSS") -> int:
 def anonymous_mb() -> float:
     """RSS that is not file pages (mapped libraries, touched as code paths are first used): the heap,
     mmapped buffers, XLA's compiled code."""
-    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
-        if line.startswith("Anonymous:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return rss_kb("Anonymous", "/proc/self/smaps_rollup") / 1024
 
 
 def settled_rss_mb() -> float:
@@ -220,9 +217,7 @@ def main() -> int:
     big_nodes_seen = 0
     big_n = iterations
     rss_warm = filled_at = None
-    checkpoints = []
-    heaps: list[tuple[int, float]] = []  # (run, malloc's heap in use), at the checkpoints
-    anons: list[tuple[int, float]] = []  # (run, anonymous RSS)
+    memory = MemoryLog()
     t0 = time.time()
     sink = io.StringIO()
 
@@ -266,16 +261,13 @@ def main() -> int:
             middle, heap_middle = tracemalloc.take_snapshot(), heap_in_use_mb()
         if (i + 1) % max(1, args.runs // 10) == 0 or i + 1 == args.runs:
             store = session.store
-            checkpoints.append((i + 1, time.time() - t0, settled_rss_mb(), len(store.kept()), store.size_bytes(),
-                                dir_bytes(session.runtime.dump_dir), len(session.history)))
-            heaps.append((i + 1, heap_in_use_mb()))
-            anons.append((i + 1, anonymous_mb()))
-            print(f"  {i + 1:>6} runs {checkpoints[-1][1]:7.0f} s  rss {checkpoints[-1][2]:7.1f} MiB  "
-                  f"anon {anons[-1][1]:7.1f}  heap {heaps[-1][1]:7.1f} MiB  "
-                  f"graphs kept {checkpoints[-1][3]:>4}  store {checkpoints[-1][4] / 2**20:6.1f} MiB  "
-                  f"dump dir {checkpoints[-1][5]} B  history {checkpoints[-1][6]}", flush=True)
+            rss, anon, heap = memory.take(i + 1)
+            print(f"  {i + 1:>6} runs {time.time() - t0:7.0f} s  rss {rss:7.1f} MiB  "
+                  f"anon {anon:7.1f}  heap {heap:7.1f} MiB  "
+                  f"graphs kept {len(store.kept()):>4}  store {store.size_bytes() / 2**20:6.1f} MiB  "
+                  f"dump dir {dir_bytes(session.runtime.dump_dir)} B  history {len(session.history)}", flush=True)
             if filled_at is not None and rss_warm is None:  # (checkpoints are all at the same point of
-                rss_warm, warm_at = checkpoints[-1][2], i + 1  # the cells' cycle: RSS comparable)
+                rss_warm, warm_at = rss, i + 1  # the cells' cycle: RSS comparable)
 
     store = session.store
     if args.trace and tracemalloc.is_tracing():
@@ -296,8 +288,7 @@ def main() -> int:
     rss_cleared = settled_rss_mb()
     if rss_warm is None:
         rss_warm, warm_at = rss_end, args.runs + 1
-    after = [c for c in checkpoints if c[0] >= warm_at]
-    growth = slope([(c[0], c[2]) for c in after])
+    growth, anon_growth, heap_growth = memory.growth(warm_at)
     print()
     print(f"xla_lab soak: {args.runs} cell runs in {time.time() - t0:.0f} s "
           f"(caps: {store.max_graphs} graphs, {store.max_bytes >> 20} MiB of text; "
@@ -310,8 +301,8 @@ def main() -> int:
           if warm_at <= args.runs else "  RSS after warm-up     (not reached: the caches never filled; run more)")
     print(f"  RSS at the end        {rss_end:.1f} MiB ({rss_end - rss_warm:+.1f} MiB; "
           f"{growth:+.2f} MiB per 1000 runs after warm-up)")
-    print(f"    of which            anonymous {slope([a for a in anons if a[0] >= warm_at]):+.2f}, malloc's heap in "
-          f"use {slope([h for h in heaps if h[0] >= warm_at]):+.2f} MiB per 1000 runs")
+    print(f"    of which            anonymous {anon_growth:+.2f}, malloc's heap in use {heap_growth:+.2f} MiB "
+          "per 1000 runs")
     print(f"  artifact store        {kept} graphs with text, {kept_bytes / 2**20:.1f} MiB of text; "
           f"{store.evictions} evicted, {stubs - kept} stubs of evicted graphs kept")
     print(f"  xla_lab's share       {rss_end - rss_cleared:.1f} MiB of RSS released at the end by dropping its "
@@ -326,6 +317,23 @@ def main() -> int:
     for line in unexpected[:20]:
         print("    " + line)
     return 1 if unexpected else 0
+
+
+class MemoryLog:
+    """RSS (settled), anonymous RSS and malloc's heap in use at each checkpoint, and how fast each
+    grew after warm-up: the same readings for the soak and its baselines."""
+
+    def __init__(self):
+        self.points: list[tuple[int, float, float, float]] = []  # (run, rss, anonymous, heap in use)
+
+    def take(self, run: int) -> tuple[float, float, float]:
+        self.points.append((run, settled_rss_mb(), anonymous_mb(), heap_in_use_mb()))
+        return self.points[-1][1:]
+
+    def growth(self, warm_at: int) -> tuple[float, float, float]:
+        """MiB per 1000 runs of RSS, anonymous RSS and heap in use, from run ``warm_at`` on."""
+        after = [p for p in self.points if p[0] >= warm_at]
+        return tuple(slope([(p[0], p[k]) for p in after]) for k in (1, 2, 3))
 
 
 def slope(points: list[tuple[int, float]]) -> float:
@@ -379,9 +387,7 @@ def baseline(ip, args) -> int:
     sink = io.StringIO()
     unexpected = 0
     rss_warm = filled_at = None
-    checkpoints: list[tuple[int, float]] = []
-    heaps: list[tuple[int, float]] = []
-    anons: list[tuple[int, float]] = []
+    memory = MemoryLog()
     t0 = time.time()
     for i, kind, body, expect, _ in cells(args.runs, args.big_every, -(-args.big_nodes // 3) + 1):
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -399,22 +405,20 @@ def baseline(ip, args) -> int:
         if filled_at is None and i + 1 >= warm_at and xla_cache_full(args):
             filled_at = i + 1
         if (i + 1) % max(1, args.runs // 10) == 0 or i + 1 == args.runs:
-            checkpoints.append((i + 1, settled_rss_mb()))
-            heaps.append((i + 1, heap_in_use_mb()))
-            anons.append((i + 1, anonymous_mb()))
-            print(f"  {i + 1:>6} runs {time.time() - t0:7.0f} s  rss {checkpoints[-1][1]:7.1f} MiB  "
-                  f"anon {anons[-1][1]:7.1f}  heap {heaps[-1][1]:7.1f} MiB", flush=True)
+            rss, anon, heap = memory.take(i + 1)
+            print(f"  {i + 1:>6} runs {time.time() - t0:7.0f} s  rss {rss:7.1f} MiB  "
+                  f"anon {anon:7.1f}  heap {heap:7.1f} MiB", flush=True)
             if filled_at is not None and rss_warm is None:
-                rss_warm, warm_at = checkpoints[-1][1], i + 1
+                rss_warm, warm_at = rss, i + 1
     rss_end = settled_rss_mb()
     if rss_warm is None:
         rss_warm, warm_at = rss_end, args.runs + 1
-    growth = slope([c for c in checkpoints if c[0] >= warm_at])
+    growth, anon_growth, heap_growth = memory.growth(warm_at)
     print(f"\nbaseline (no xla_lab{', XLA debug output on' if args.baseline_debug else ''}): {args.runs} cell runs in "
           f"{time.time() - t0:.0f} s; peak RSS {rss_kb('VmHWM') / 1024:.1f} MiB; RSS after warm-up {rss_warm:.1f} MiB "
           f"(run {warm_at}), at the end {rss_end:.1f} MiB ({rss_end - rss_warm:+.1f} MiB; {growth:+.2f} MiB per "
-          f"1000 runs after warm-up; of which anonymous {slope([a for a in anons if a[0] >= warm_at]):+.2f}, "
-          f"malloc's heap in use {slope([h for h in heaps if h[0] >= warm_at]):+.2f}); {unexpected} unexpected results")
+          f"1000 runs after warm-up; of which anonymous {anon_growth:+.2f}, malloc's heap in use {heap_growth:+.2f}); "
+          f"{unexpected} unexpected results")
     return 1 if unexpected else 0
 
 
