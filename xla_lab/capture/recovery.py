@@ -51,6 +51,11 @@ class LostTensorError(RuntimeError):
     """A ``LostTensor`` was used."""
 
 
+def is_xla_tensor(value) -> bool:
+    """An XLA tensor with a value (a ``LostTensor`` stand-in for a value XLA lost has none)."""
+    return isinstance(value, torch.Tensor) and not isinstance(value, LostTensor) and value.device.type == "xla"
+
+
 def _message(reason: str | None) -> str:
     return (f"this tensor has no value: {reason or 'XLA failed to compile or run the graph that computed it'}; "
             "xla_lab put this stand-in in its place so that the kernel keeps working; recompute or reload it.")
@@ -185,7 +190,7 @@ def _find(checks) -> list[tuple[torch.Tensor, str]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # isinstance() on some module objects warns of deprecations
         for obj in gc.get_objects():
-            if isinstance(obj, torch.Tensor) and not isinstance(obj, LostTensor) and obj.device.type == "xla":
+            if is_xla_tensor(obj):
                 reason = next((why for check, why in checks if check(obj)), None)
                 if reason is not None:
                     found.append((obj, reason))

@@ -20,12 +20,7 @@ from typing import Any
 
 import torch
 
-from xla_lab.capture.recovery import LostTensor
-
-
-def is_xla_tensor(value: Any) -> bool:
-    """An XLA tensor with a value (a ``LostTensor`` stand-in for a value XLA lost has none)."""
-    return isinstance(value, torch.Tensor) and not isinstance(value, LostTensor) and value.device.type == "xla"
+from xla_lab.capture.recovery import is_xla_tensor  # (the queue never copies a lost value)
 
 
 def reachable_tensors(values: list[Any]) -> list[torch.Tensor]:
