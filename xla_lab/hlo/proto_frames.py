@@ -22,9 +22,8 @@ parent_frame_id=2}. Ids are 1-based.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-
-from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
 
 class ProtoError(ValueError):
@@ -39,9 +38,8 @@ class PyFrame:
 
 
 _PACKAGE = "xla_lab_hlo_frames"
-_F = descriptor_pb2.FieldDescriptorProto
-_ONE, _MANY = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
-_INT, _BYTES, _MSG = _F.TYPE_INT64, _F.TYPE_BYTES, _F.TYPE_MESSAGE
+_ONE, _MANY = "optional", "repeated"
+_INT, _BYTES, _MSG = "int64", "bytes", "message"
 
 # message name -> [(field name, number, type, label, message type of the field)]
 _SCHEMA = {
@@ -61,12 +59,19 @@ _SCHEMA = {
 }
 
 
+@functools.cache
 def _message_classes() -> dict[str, type]:
+    """Built on first use: protobuf is not imported until a dump is read."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field_type = descriptor_pb2.FieldDescriptorProto
+    types = {_INT: field_type.TYPE_INT64, _BYTES: field_type.TYPE_BYTES, _MSG: field_type.TYPE_MESSAGE}
+    labels = {_ONE: field_type.LABEL_OPTIONAL, _MANY: field_type.LABEL_REPEATED}
     file = descriptor_pb2.FileDescriptorProto(name=f"{_PACKAGE}.proto", package=_PACKAGE, syntax="proto3")
     for name, fields in _SCHEMA.items():
         msg = file.message_type.add(name=name)
         for field_name, number, kind, label, type_name in fields:
-            field = msg.field.add(name=field_name, number=number, type=kind, label=label)
+            field = msg.field.add(name=field_name, number=number, type=types[kind], label=labels[label])
             if type_name:
                 field.type_name = f".{_PACKAGE}.{type_name}"
     pool = descriptor_pool.DescriptorPool()  # a pool of our own: nothing clashes with other users
@@ -75,14 +80,13 @@ def _message_classes() -> dict[str, type]:
             for name in ("Top", "Module")}
 
 
-_CLASSES = _message_classes()
-
-
 def _parse(name: str, data: bytes):
-    msg = _CLASSES[name]()
+    from google.protobuf.message import DecodeError
+
+    msg = _message_classes()[name]()
     try:
         msg.ParseFromString(data)
-    except message.DecodeError as exc:
+    except DecodeError as exc:
         raise ProtoError(f"not a valid protobuf ({exc})") from None
     return msg
 
