@@ -64,17 +64,13 @@ def annotate(target) -> str:
 
 def load_ipython_extension(ipython) -> None:
     """``%load_ext xla_lab``: set the runtime up (before the PJRT client starts) and add the magics."""
-    from xla_lab import session
-    from xla_lab.magics import XlaMagics, after_cell, forget_cell, queue_busy, queue_idle, remember_cell
+    from xla_lab import hooks, session
+    from xla_lab.magics import XlaMagics
 
     s = session.get()
     s.start_queue(ipython.user_ns)
     ipython.register_magics(XlaMagics)
-    for event, callback in (("pre_execute", queue_busy), ("pre_execute", forget_cell),
-                            ("pre_run_cell", remember_cell), ("post_run_cell", after_cell),
-                            ("post_execute", queue_idle)):
-        if callback not in ipython.events.callbacks[event]:
-            ipython.events.register(event, callback)
+    hooks.register(ipython)
     for problem in s.runtime.problems:
         print(f"xla_lab: {problem}", file=sys.stderr)
 
@@ -82,17 +78,12 @@ def load_ipython_extension(ipython) -> None:
 def unload_ipython_extension(ipython) -> None:
     """``%unload_ext xla_lab``: remove the magics and pause the precompile queue. Captures stay
     readable through ``history()``."""
-    from xla_lab import session
-    from xla_lab.magics import after_cell, forget_cell, queue_busy, queue_idle, remember_cell
+    from xla_lab import hooks, session
 
     s = session.current()
     if s is not None and s.queue is not None:
         s.queue.pause()
-    for event, callback in (("pre_execute", queue_busy), ("pre_execute", forget_cell),
-                            ("pre_run_cell", remember_cell), ("post_run_cell", after_cell),
-                            ("post_execute", queue_idle)):
-        if callback in ipython.events.callbacks[event]:
-            ipython.events.unregister(event, callback)
+    hooks.unregister(ipython)
     magics = ipython.magics_manager.magics
     for kind in ("line", "cell"):
         magics[kind].pop("xla", None)

@@ -12,11 +12,14 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from xla_lab import session as session_mod
 from xla_lab.capture.analysis import CellFiles
+from xla_lab.interrupts import HeldInterrupts
 from xla_lab.view.summary import SummaryView
 
 LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report")
 QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")
 _current_cell = {"info": None}
+RECORDING_NOTE = ("interrupted; the cell stops once xla_lab has finished its sync and its capture "
+                  "(a running XLA compile cannot be stopped)")
 
 
 def remember_cell(info) -> None:
@@ -29,36 +32,6 @@ def forget_cell() -> None:
     """``pre_execute`` callback (fires for silent executions too, which skip pre_run_cell)."""
     _current_cell["info"] = None
     _current_cell["was_xla"] = False
-
-
-def queue_busy() -> None:
-    """``pre_execute`` callback: no precompile job may overlap user code; wait for one in flight."""
-    s = session_mod.current()
-    if s is not None and s.queue is not None:
-        try:
-            s.queue.kernel_busy()
-        except KeyboardInterrupt:
-            # XLA's compile cannot be stopped, and the cell must not start while a job compiles (a
-            # foreground sync then fails or crashes): keep waiting, and say why.
-            print("xla_lab: a precompile job is compiling and cannot be interrupted; the cell starts "
-                  "when it ends", file=sys.stderr, flush=True)
-            _wait_for_queue(s.queue)
-
-
-def _wait_for_queue(queue) -> None:
-    while True:
-        try:
-            queue.wait_idle()
-            return
-        except KeyboardInterrupt:
-            continue
-
-
-def queue_idle() -> None:
-    """``post_execute`` callback (silent executions too): the kernel is idle, the queue may work."""
-    s = session_mod.current()
-    if s is not None and s.queue is not None:
-        s.queue.kernel_idle()
 
 
 def after_cell(result=None) -> None:
@@ -131,7 +104,7 @@ class XlaMagics(Magics):
         if last is not None:
             expr = compile(ast.Expression(last.value), filename, "eval", flags=shell.compile.flags,
                            dont_inherit=True)
-        with _HeldInterrupts() as held:  # (an interrupt here would leave the sync hook half set up)
+        with HeldInterrupts(RECORDING_NOTE) as held:  # (an interrupt here would leave the sync hook half set up)
             session.absorb_outside_work()  # e.g. silent executions since the last cell
             recorder = session.recorder(cell_id=_cell_id(shell, cell), execution_count=count, source=cell,
                                         cell_file=filename, graph_name=_graph_name(args.name, count),
@@ -154,7 +127,7 @@ class XlaMagics(Magics):
         # xla_lab's own work from here on. An interrupt now (typically while the end-of-cell sync
         # compiles: XLA's C++ compile does not see it, Python raises it when the compile returns, i.e.
         # inside xla_lab) is held until the capture is recorded, then raised as the cell's own.
-        with _HeldInterrupts() as held:
+        with HeldInterrupts(RECORDING_NOTE) as held:
             # XLA rejected a graph in the cell (even one the user caught): later syncs must work.
             _repair_lost_tensors(recorder, shell, error)
             if not args.no_sync:
@@ -388,39 +361,6 @@ def _graph_name(name: str | None, count) -> str:
     if name:
         return re.sub(r"[^A-Za-z0-9_]", "_", name)[:64] or "cell"
     return f"cell_{count}"
-
-
-class _HeldInterrupts:
-    """Hold SIGINT (Ctrl-C, the kernel's interrupt button) while xla_lab records a cell, so an interrupt
-    cannot leave the sync hook installed, the graph name set and the capture unrecorded. Main thread
-    only (elsewhere there is nothing to hold)."""
-
-    def __enter__(self):
-        import signal
-
-        self.interrupted = False
-        self._previous = None
-        try:
-            previous = signal.getsignal(signal.SIGINT)
-            if previous is not None:
-                signal.signal(signal.SIGINT, self._hold)
-                self._previous = previous
-        except ValueError:  # not the main thread
-            pass
-        return self
-
-    def _hold(self, signum, frame):
-        if not self.interrupted:
-            print("xla_lab: interrupted; the cell stops once xla_lab has finished its sync and its capture "
-                  "(a running XLA compile cannot be stopped)", file=sys.stderr, flush=True)
-        self.interrupted = True
-
-    def __exit__(self, *exc):
-        if self._previous is not None:
-            import signal
-
-            signal.signal(signal.SIGINT, self._previous)
-        return False
 
 
 class GraphRunError(RuntimeError):

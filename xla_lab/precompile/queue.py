@@ -7,13 +7,18 @@ compile, so jobs run *only* while the kernel is idle and never overlap user code
 * ``kernel_idle`` (IPython's ``post_execute``) plans, then starts the worker after ``idle_delay``
   seconds, so "Run all" never waits for jobs between cells;
 * ``kernel_busy`` (``pre_execute``, which fires for every execution, silent ones too) stops the worker
-  from taking another job; a job still copying or tracing is abandoned (its shadow dropped), one
-  already compiling is waited for, and the cell is told how long it waited and why.
+  from taking another job and says whether one is in flight;
+* ``wait_for_job`` (called before the execution's code runs, see ``xla_lab.hooks``) waits until the
+  job in flight has ended: a job still copying or tracing is abandoned (its shadow dropped), one
+  already compiling is waited for, and the cell is told how long it waited and why. The wait is on
+  an event the worker sets as its very last act, never on ``Thread.is_alive()``: on Python 3.11 an
+  interrupted ``Thread.join()`` can mark a running thread as stopped.
 
 A job copies the step's state (``shadow.build_shadow``), runs the step on the copy with zero inputs of
 the variant's shapes, and syncs. XLA keeps the compiled graph in its cache, so the user's real step
 with those shapes hits it; ``claim`` turns that hit into ``cache="precompiled"`` with the seconds it
-saved. A job's errors and prints stay in the job; the user's objects and RNG states are untouched.
+saved. A job's errors and what its step prints stay in the job (``job_output``; nothing shared, such
+as ``sys.stdout``, is swapped); the user's objects and RNG states are untouched.
 """
 
 from __future__ import annotations
@@ -21,12 +26,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .job_output import with_private_print
 from .planner import Variant, call_key, plan
 from .shadow import RngState, build_shadow
 from .step import StepCall, StepFunction, _in_job
@@ -94,12 +99,14 @@ class PrecompileQueue:
         self._seen: set[tuple] = set()  # keys whose graph already compiled
         self._unclaimed: dict[str, Job] = {}  # graph hash -> job that compiled it, not yet used
         self._lock = threading.RLock()
-        self._busy = False
-        self._thread: threading.Thread | None = None
+        self._busy = False  # user code is about to run or running: take no job
+        # Set while no job is in flight; cleared (under the lock) before a worker starts, set by the
+        # worker as its very last act. Waits are on this event, never on Thread.is_alive().
+        self._idle = threading.Event()
+        self._idle.set()
         self._timer: threading.Timer | None = None
         self._due = 0.0
         self._current: Job | None = None
-        self._streams = None  # the kernel's stdout/stderr while a job redirects them
         self._numbers = 0
         for step in _STEPS.values():
             self.watch(step)
@@ -180,7 +187,8 @@ class PrecompileQueue:
     # --- kernel events ---------------------------------------------------------------------------
     def kernel_idle(self, result=None) -> None:
         """``post_execute``: plan, and start working once the kernel has stayed idle a moment."""
-        self._busy = False
+        with self._lock:
+            self._busy = False
         try:
             self.plan()
         except Exception as exc:  # the planner must never disturb the user's cell
@@ -188,16 +196,26 @@ class PrecompileQueue:
         if not self.paused:
             self._schedule(self.idle_delay)
 
-    def kernel_busy(self, out=None) -> Wait | None:
-        """``pre_execute``: no new job starts; wait for the one in flight and say so on ``out``."""
-        self._busy = True
-        self._cancel_timer()
-        self.last_wait = None
-        thread, job = self._thread, self._current
-        if out is None:
-            out = self._streams[0] if self._streams else sys.stdout
-        if thread is None or not thread.is_alive():
+    def kernel_busy(self) -> bool:
+        """``pre_execute``: no new job starts from now on. True if a job is in flight (the execution's
+        code must then wait for it: ``wait_for_job``)."""
+        with self._lock:
+            self._busy = True
+            self._cancel_timer()
+            self.last_wait = None
+            return not self._idle.is_set()
+
+    def job_in_flight(self) -> bool:
+        return not self._idle.is_set()
+
+    def wait_for_job(self, out=None) -> Wait | None:
+        """Block until the job in flight (if any) has ended, however long its compile takes, and say
+        so on ``out``. A KeyboardInterrupt cannot end the wait (XLA's compile cannot be stopped, and
+        user code must not run beside it): callers hold SIGINT and deliver it afterwards; one that
+        arrives anyway is re-raised once the job has ended."""
+        if self._idle.is_set():
             return None
+        job = self._current
         start = time.time()
         compiling = job is not None and job.phase == "compiling"
         if compiling and out is not None:
@@ -205,36 +223,51 @@ class PrecompileQueue:
             left = "" if expected is None else f", about {max(0.0, expected - (start - (job.started_at or start))):.1f} s left"
             print(f"xla_lab: waiting for the precompile job {job.label} to finish compiling{left}…",
                   file=out, flush=True)
-        thread.join()
+        interrupted = False
+        while True:
+            try:
+                if self._idle.wait(0.25):
+                    break
+            except KeyboardInterrupt:
+                interrupted = True
         waited = time.time() - start
         self.last_wait = Wait(waited, job.label if job else "")
         if out is not None and waited > 0.05 and compiling:
             print(f"xla_lab: waited {waited:.1f} s for the precompile job.", file=out, flush=True)
+        if interrupted:
+            raise KeyboardInterrupt("interrupted while waiting for a precompile job")
         return self.last_wait
 
     def run_pending(self) -> None:
         """Run the pending jobs now, in this thread, paused or not (``%xla queue run``: what a pause
         to read gives the queue, on demand; tests and tutorials use it to be deterministic)."""
-        self._busy = False
-        self._work(force=True)
+        while True:  # take the worker's place atomically: no timer may start one meanwhile
+            self.wait_for_job()
+            with self._lock:
+                self._cancel_timer()
+                if self._idle.is_set():
+                    self._idle.clear()
+                    break
+        try:
+            self._work(force=True)
+        finally:
+            self._idle.set()
 
     def wait_idle(self, timeout: float | None = None) -> None:
         """Block until the worker has finished, including a start already due (or ``timeout``)."""
         deadline = None if timeout is None else time.time() + timeout
         while True:
             timer, due = self._timer, self._due
-            if timer is not None and timer.is_alive() and (deadline is None or due <= deadline):
-                timer.join(None if deadline is None else max(0.0, deadline - time.time()))
-            thread = self._thread
-            if thread is not None and thread.is_alive():
-                thread.join(None if deadline is None else max(0.0, deadline - time.time()))
-            timer_due = self._timer is not None and self._timer.is_alive() and \
-                (deadline is None or self._due <= deadline)
-            working = self._thread is not None and self._thread.is_alive()
-            if not timer_due and not working:
+            timer_due = timer is not None and timer.is_alive() and (deadline is None or due <= deadline)
+            if not timer_due and self._idle.is_set():
                 return
-            if deadline is not None and time.time() >= deadline:
+            left = None if deadline is None else deadline - time.time()
+            if left is not None and left <= 0:
                 return
+            if self._idle.is_set():
+                time.sleep(0.01 if left is None else min(0.01, left))  # the timer is about to start one
+            else:
+                self._idle.wait(0.1 if left is None else min(0.1, left))
 
     # --- accounting ------------------------------------------------------------------------------
     def claim(self, graph_hash: str) -> float | None:
@@ -287,16 +320,32 @@ class PrecompileQueue:
             timer.cancel()
 
     def _start_worker(self) -> None:
+        """The idle timer fired: start a worker thread, unless user code started meanwhile."""
         with self._lock:
-            if self._busy or self.paused or (self._thread is not None and self._thread.is_alive()):
+            if self._busy or self.paused or not self._idle.is_set():
                 return
-            self._thread = threading.Thread(target=self._work, name="xla_lab-precompile", daemon=True)
-            self._thread.start()
+            if not any(j.state == "pending" for j in self.jobs):
+                return
+            self._idle.clear()  # in flight from now on: a cell that starts waits for the event
+            thread = threading.Thread(target=self._worker, name="xla_lab-precompile", daemon=True)
+        try:
+            thread.start()
+        except BaseException:
+            self._idle.set()
+            raise
+
+    def _worker(self) -> None:
+        try:
+            self._work()
+        except BaseException as exc:  # a bug of xla_lab's: the queue stops, and says why; nothing is printed
+            self.blocked = f"the precompile worker failed: {type(exc).__name__}: {exc}"
+        finally:
+            self._idle.set()  # the very last act: a waiting cell may start now
 
     def _work(self, force: bool = False) -> None:
         while True:
             with self._lock:
-                if self._busy or (self.paused and not force):
+                if (self._busy or self.paused) and not force:
                     return
                 job = next((j for j in self.jobs if j.state == "pending"), None)
                 if job is None:
@@ -311,12 +360,12 @@ class PrecompileQueue:
                 self._current = job
             self._notify()
             try:
-                self._run(job)
+                self._run(job, in_foreground=force)
             finally:
                 self._current = None
                 self._notify()
 
-    def _run(self, job: Job) -> None:
+    def _run(self, job: Job, in_foreground: bool = False) -> None:
         import torch_xla
         import torch_xla.core.xla_model as xm
 
@@ -330,39 +379,37 @@ class PrecompileQueue:
         shadow = None
         printed = io.StringIO()
         result = None
-        self._streams = (sys.stdout, sys.stderr)
         try:
-            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-                shadow = build_shadow(variant.call.args, variant.call.kwargs, variant.changed(),
-                                      variant.call.names, variant.training)
-                job.shadow_bytes = shadow.bytes
-                self.shadow_bytes_peak = max(self.shadow_bytes_peak, shadow.bytes)
-                job.phase = "tracing"
-                self._notify()
-                _in_job.active = True
-                try:
-                    # The result stays alive through the sync, as in ``loss = step(...)``: a live
-                    # tensor is a graph output, and outputs are part of the graph's hash.
-                    result = variant.step.fn(*shadow.args, **shadow.kwargs)
-                finally:
-                    _in_job.active = False
-                if self._busy:  # a cell is waiting: drop the traced work instead of compiling it
-                    shadow.release()
-                    shadow = result = None
-                    gc.collect()
-                    if not _pending_lazy_work():
-                        job.state, job.phase = "pending", ""
-                        job.started_at = None
-                        return
-                job.phase = "compiling"
-                self._notify()
-                torch_xla.sync()
-                xm.wait_device_ops()
-                result = None
+            shadow = build_shadow(variant.call.args, variant.call.kwargs, variant.changed(),
+                                  variant.call.names, variant.training)
+            job.shadow_bytes = shadow.bytes
+            self.shadow_bytes_peak = max(self.shadow_bytes_peak, shadow.bytes)
+            job.phase = "tracing"
+            self._notify()
+            step_fn = with_private_print(variant.step.fn, printed)
+            _in_job.active = True
+            try:
+                # The result stays alive through the sync, as in ``loss = step(...)``: a live
+                # tensor is a graph output, and outputs are part of the graph's hash.
+                result = step_fn(*shadow.args, **shadow.kwargs)
+            finally:
+                _in_job.active = False
+            if self._busy and not in_foreground:  # a cell is waiting: drop the traced work, do not compile it
+                shadow.release()
+                shadow = result = None
+                gc.collect()
+                if not _pending_lazy_work():
+                    job.state, job.phase = "pending", ""
+                    job.started_at = None
+                    return
+            job.phase = "compiling"
+            self._notify()
+            torch_xla.sync()
+            xm.wait_device_ops()
+            result = None
         except Exception as exc:
             job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
-            self._streams = None
             job.output = printed.getvalue()[-4000:]
             if shadow is not None:
                 shadow.release()

@@ -1,0 +1,132 @@
+"""How xla_lab hooks into IPython: one table of event callbacks, and the gate that keeps user code from
+running beside a precompile job.
+
+The gate is an AST transformer, because IPython runs AST transformers for every execution (silent
+ones from variable inspectors too) after ``pre_execute`` and ``pre_run_cell`` and right before the
+execution's code: the last moment to wait, and the first at which the code is known (``%xla queue``
+and the other read-only commands need not wait). An exception in an event callback is only printed
+by IPython and the cell runs anyway, so the wait cannot live in one. SIGINT is held from
+``pre_execute`` until the wait ends: an interrupt then reaches the cell once the job is done, as a
+``KeyboardInterrupt`` raised in place of the cell's code (the cell does not run).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+from xla_lab import session as session_mod
+from xla_lab.interrupts import HeldInterrupts
+
+WAIT_NOTE = ("a precompile job is compiling and cannot be interrupted; the interrupt reaches the cell "
+             "when the job ends (the cell will not run)")
+# ``%xla`` commands that only read or steer xla_lab's own state: they need not wait for a job
+_READ_ONLY = {"status", "history", "show"}
+_READ_ONLY_QUEUE = {"status", "pause", "resume", "clear"}
+
+
+def _queue():
+    s = session_mod.current()
+    return None if s is None else s.queue
+
+
+class ForegroundGate:
+    """No user code runs while a precompile job is in flight (see the module's docstring)."""
+
+    def __init__(self):
+        self._held: HeldInterrupts | None = None
+
+    # pre_execute
+    def before_execution(self) -> None:
+        queue = _queue()
+        if queue is not None and queue.kernel_busy() and self._held is None:
+            self._held = HeldInterrupts(WAIT_NOTE)
+            self._held.hold()
+
+    # the AST transformer protocol
+    def visit(self, tree: ast.AST) -> ast.AST:
+        held, self._held = self._held, None
+        queue = _queue()
+        try:
+            if queue is not None and queue.job_in_flight() and not _reads_only_xla_state(tree):
+                if held is None:  # (pre_execute did not see the job: it started since)
+                    held = HeldInterrupts(WAIT_NOTE)
+                    held.hold()
+                try:
+                    queue.wait_for_job(out=sys.stdout)
+                except KeyboardInterrupt:  # arrived although held (a handler we could not replace)
+                    held = held or HeldInterrupts()
+                    held.interrupted = True
+        finally:
+            if held is not None:
+                held.release()
+        if held is not None and held.interrupted:
+            job = queue.last_wait.job if queue is not None and queue.last_wait else ""
+            return interrupted_cell(job)
+        return tree
+
+    # post_execute
+    def after_execution(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:  # the execution never reached its code (a syntax error): nothing to deliver
+            held.release()
+        queue = _queue()
+        if queue is not None:
+            queue.kernel_idle()
+
+
+def _reads_only_xla_state(tree: ast.AST) -> bool:
+    """Is this execution just ``%xla queue`` / ``%xla history`` / ``%xla show ...``?"""
+    body = getattr(tree, "body", None)
+    if not isinstance(body, list) or len(body) != 1 or not isinstance(body[0], ast.Expr):
+        return False
+    call = body[0].value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "run_line_magic" and len(call.args) >= 2
+            and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in call.args[:2])
+            and call.args[0].value == "xla"):
+        return False
+    words = call.args[1].value.split() or ["status"]
+    return words[0] in _READ_ONLY or (words[0] == "queue" and (len(words) == 1 or words[1] in _READ_ONLY_QUEUE))
+
+
+def interrupted_cell(job: str) -> ast.Module:
+    """The code run in place of a cell that was interrupted while it waited for a job."""
+    return ast.parse(f"raise __import__('xla_lab.hooks', fromlist=['cell_interrupt']).cell_interrupt({job!r})")
+
+
+def cell_interrupt(job: str = "") -> KeyboardInterrupt:
+    """The KeyboardInterrupt of a cell interrupted while it waited: it has no frames worth showing."""
+    what = f"the precompile job {job}" if job else "a precompile job"
+    exc = KeyboardInterrupt(f"interrupted while the cell waited for {what} to finish compiling; "
+                            "the cell did not run")
+    exc._render_traceback_ = lambda: [f"KeyboardInterrupt: {exc}"]  # (IPython: instead of a traceback)
+    return exc
+
+
+GATE = ForegroundGate()
+
+
+def _events():
+    from xla_lab.magics import after_cell, forget_cell, remember_cell
+
+    return (("pre_execute", GATE.before_execution), ("pre_execute", forget_cell),
+            ("pre_run_cell", remember_cell), ("post_run_cell", after_cell),
+            ("post_execute", GATE.after_execution))
+
+
+def register(ipython) -> None:
+    """Register xla_lab's event callbacks and the gate (once, however often the extension loads)."""
+    for event, callback in _events():
+        if callback not in ipython.events.callbacks[event]:
+            ipython.events.register(event, callback)
+    if GATE not in ipython.ast_transformers:
+        ipython.ast_transformers.insert(0, GATE)
+
+
+def unregister(ipython) -> None:
+    for event, callback in _events():
+        if callback in ipython.events.callbacks[event]:
+            ipython.events.unregister(event, callback)
+    if GATE in ipython.ast_transformers:
+        ipython.ast_transformers.remove(GATE)
