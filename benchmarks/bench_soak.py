@@ -20,6 +20,7 @@ and the failures (expected / unexpected). Goal: memory flat after warm-up, 0 une
     python benchmarks/bench_soak.py --runs 300            # a few minutes
     python benchmarks/bench_soak.py --max-graphs 50 --max-mb 64   # the store's caps (XLA_LAB_MAX_GRAPHS/_MB)
     python benchmarks/bench_soak.py --trace               # where Python memory grows after warm-up
+    python benchmarks/bench_soak.py --kernel --runs 600   # in real kernels: panels shown, -q, plain torch_xla
 """
 
 from __future__ import annotations
@@ -178,8 +179,24 @@ def main() -> int:
                     help="--baseline with XLA's debug output on as xla_lab turns it on (HLO dumps, source "
                          "metadata, torch_xla's sync log; emptied every 20 runs), to tell what those cost "
                          "from what xla_lab's own code holds")
+    ap.add_argument("--kernel", action="store_true",
+                    help="run the cells in real Jupyter kernels instead, side by side: with panels displayed "
+                         "(%%%%xla), quiet (%%%%xla -q) and plain torch_xla (benchmarks/soak_kernel.py)")
+    ap.add_argument("--modes", default="panels,quiet,plain",
+                    help="with --kernel: which kernels to run, of panels, quiet, plain (default all three)")
+    ap.add_argument("--max-panels", type=int, default=200,
+                    help="XLA_LAB_MAX_PANELS for --kernel (default 200): live panel widgets kept")
     args = ap.parse_args()
     args.baseline = args.baseline or args.baseline_debug
+    if args.kernel:
+        import soak_kernel
+
+        big_n = -(-args.big_nodes // 3) + 1
+        args.modes = [m for m in args.modes.split(",") if m]
+        unknown = set(args.modes) - set(soak_kernel.MODES)
+        if unknown:
+            ap.error(f"unknown --modes {', '.join(sorted(unknown))}; use {', '.join(soak_kernel.MODES)}")
+        return soak_kernel.main(args, lambda: cells(args.runs, args.big_every, big_n))
 
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     os.environ["XLA_LAB_MAX_GRAPHS"] = str(args.max_graphs)

@@ -40,11 +40,14 @@ class Execution:
 class Kernel:
     """``with Kernel() as k: k.run("x = 1")``. ``k.all`` holds every iopub message seen, in order."""
 
-    def __init__(self, env: dict | None = None):
+    def __init__(self, env: dict | None = None, keep: bool = True):
+        """``keep=False`` (long runs with big outputs): keep only stream and error messages, and forget
+        an execution once it is waited for."""
         from jupyter_client.manager import start_new_kernel
 
         self.km, self.kc = start_new_kernel(
             kernel_name="python3", env=dict(os.environ, PJRT_DEVICE=os.environ.get("PJRT_DEVICE", "CPU"), **(env or {})))
+        self.keep = keep
         self.all: list[dict] = []
         self.executions: dict[str, Execution] = {}
 
@@ -71,10 +74,13 @@ class Kernel:
     def _read(self, timeout: float) -> dict:
         msg = self.kc.get_iopub_msg(timeout=max(0.1, timeout))
         msg["received_at"] = time.time()
-        self.all.append(msg)
+        small = msg["msg_type"] in ("stream", "error", "status")
+        if self.keep:
+            self.all.append(msg)
         parent = self.executions.get(msg["parent_header"].get("msg_id"))
         if parent is not None:
-            parent.messages.append(msg)
+            if self.keep or small:
+                parent.messages.append(msg)
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 parent.idle_at = msg["received_at"]
         return msg
@@ -97,6 +103,8 @@ class Kernel:
             parent = reply["parent_header"].get("msg_id")
             if parent in self.executions:
                 self.executions[parent].reply = reply
+        if not self.keep:
+            self.executions.pop(ex.msg_id, None)
         return ex
 
     def run(self, code: str, timeout: float = 300, ok: bool = True) -> Execution:

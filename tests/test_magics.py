@@ -84,9 +84,11 @@ def test_line_magic_status_history_show_clear(ip):
 
 def test_unload_and_reload(ip):
     ip.run_line_magic("unload_ext", "xla_lab")
+    assert xla_lab.queue().paused  # nothing would tell a job to stop for a cell
     result = ip.run_cell("%xla status")
     assert result.error_in_exec is not None or result.error_before_exec is not None
     ip.run_line_magic("load_ext", "xla_lab")
+    assert not xla_lab.queue().paused  # found: a reloaded extension left the queue paused for good
     with capture_output() as out:
         ip.run_line_magic("xla", "status")
     assert "xla_lab status" in out.stdout
@@ -126,3 +128,68 @@ def test_capture_knows_its_cell_number_and_id(ip):
     assert c.execution_count == result.execution_count
     assert c.cell_id == "cell-abc"
     assert c.graph_name == f"cell_{result.execution_count}"
+
+
+def test_usage_mistakes_are_one_line_errors(ip):
+    """Found: each usage mistake printed a clear line and then a traceback into magics.py."""
+    from IPython.core.error import UsageError
+
+    for line, message in [("%xla frobnicate", "unknown %xla command 'frobnicate'"),
+                          ("%xla show notanumber", "%xla show takes a history index"),
+                          ("%xla report", "usage: %xla report FILE.html"),
+                          ("%xla report /no/such/dir/page.html", "cannot write /no/such/dir/page.html"),
+                          ("%xla queue frob", "unknown %xla queue command"),
+                          ("%xla queue add", "usage: %xla queue add STEP"),
+                          ("%xla queue add no_such_step x=4", "no marked step named 'no_such_step'"),
+                          ("%%xla extra words\nx = 1", "%%xla takes options only")]:
+        with capture_output() as out:
+            result = ip.run_cell(line)
+        err = result.error_in_exec
+        assert isinstance(err, UsageError) and message in str(err), (line, err)
+        shown = out.stdout + out.stderr
+        assert message in shown and "Traceback" not in shown and "magics.py" not in shown, shown
+
+
+def test_a_shape_that_cannot_be_is_refused_when_added(ip, fresh_dim):
+    """Found: ``%xla queue add train_step x=-4x8`` was accepted and failed later, in the job."""
+    from IPython.core.error import UsageError
+
+    assert ip.run_cell(f"""
+import torch, torch_xla, xla_lab
+@xla_lab.step
+def shape_step(x):
+    return (x * 2).sum()
+shape_step(torch.ones(2, {fresh_dim}).to(torch_xla.device()))
+torch_xla.sync()
+""").success
+    jobs = len(xla_lab.queue().jobs)
+    for line, message in [(f"%xla queue add shape_step x=-4x{fresh_dim}", "a dimension is a positive integer"),
+                          ("%xla queue add shape_step x=4xQ", "cannot read 'x=4xQ'"),
+                          ("%xla queue add shape_step y=4", "has no tensor argument y")]:
+        with capture_output():
+            result = ip.run_cell(line)
+        assert isinstance(result.error_in_exec, UsageError) and message in str(result.error_in_exec), result.error_in_exec
+    assert len(xla_lab.queue().jobs) == jobs
+    from xla_lab.precompile import queue as queue_mod
+
+    queue_mod._STEPS.pop("shape_step", None)
+
+
+def test_a_cell_that_does_not_parse_shows_its_line_only(ip):
+    """Found: a %%xla cell with a syntax error showed frames of magics.py and ast.py."""
+    with capture_output() as out:
+        result = ip.run_cell("%%xla\nfine = 1\nbroken = (\n")
+    err = result.error_in_exec
+    assert type(err).__name__ == "SyntaxError" and isinstance(err.error, SyntaxError)
+    assert err.error.lineno == 2 and "was never closed" in str(err)
+    shown = out.stdout + out.stderr
+    assert "broken = (" in shown and "^" in shown and "SyntaxError: '(' was never closed" in shown
+    for frame in ("magics.py", "ast.py", "interactiveshell.py", "Traceback"):
+        assert frame not in shown, shown
+    assert "fine" not in ip.user_ns
+
+
+def test_an_empty_interrupt_message_reads_well(ip):
+    result = ip.run_cell("%%xla -q\nraise KeyboardInterrupt")
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    assert xla_lab.last().error == "KeyboardInterrupt"

@@ -159,10 +159,11 @@ def test_mimebundle_and_repr(mlp_runs):
     bundle = panel._repr_mimebundle_()
     assert set(bundle) == {WIDGET, MIME, "text/plain", "text/html"}
     assert bundle[WIDGET]["model_id"] == panel.model_id
-    assert bundle[MIME]["schema"] == SCHEMA and bundle[MIME]["graphs"] == panel.model["graphs"]
+    live_model = panel.get_state()["model"]  # (what the comm opened with)
+    assert bundle[MIME]["schema"] == SCHEMA and bundle[MIME]["graphs"] == live_model["graphs"]
     # the saved copy of the capture: raw texts dropped, HLO without per-instruction metadata
     for h, art in bundle[MIME]["capture"]["artifacts"].items():
-        live = panel.model["capture"]["artifacts"][h]
+        live = live_model["capture"]["artifacts"][h]
         assert not {"buffer_assignment", "memory_report", "signature"} & set(art)
         assert art["fusions"] == live["fusions"] and art["memory"] == live["memory"]
         assert "metadata={" in live["hlo_after"] and "metadata={" not in art["hlo_after"]
@@ -290,7 +291,20 @@ def test_compile_watch_on_a_written_log(tmp_path):
     assert CompileWatch(None).poll() is None
 
 
+def started_progress(monkeypatch) -> list:
+    """Every ProgressDisplay started from now on (the magic keeps none once the cell ends)."""
+    started, start = [], progress_mod.ProgressDisplay.start
+
+    def record(self):
+        started.append(self)
+        return start(self)
+
+    monkeypatch.setattr(progress_mod.ProgressDisplay, "start", record)
+    return started
+
+
 def test_progress_is_reported_while_a_cell_compiles(ip, fresh_dim, monkeypatch):
+    started = started_progress(monkeypatch)
     monkeypatch.setattr(progress_mod, "SHOW_AFTER_S", 0.0)
     monkeypatch.setattr(progress_mod, "INTERVAL_S", 0.01)
     d = fresh_dim
@@ -301,7 +315,7 @@ pres = pw.sum()"""
     with capture_output() as out:
         assert ip.run_cell(f"%%xla --name progress_demo\n{body}").success
     c = xla_lab.last()
-    watcher = progress_mod.LAST
+    watcher = started[-1]
     updates = watcher.updates
     compiling = [u for u in updates if u["state"] == "compiling"]
     assert compiling, updates
@@ -323,15 +337,16 @@ pres = pw.sum()"""
 
 
 def test_progress_costs_nothing_and_stops_when_nothing_compiles(ip, monkeypatch):
+    started = started_progress(monkeypatch)
     monkeypatch.setattr(progress_mod, "INTERVAL_S", 0.01)
     with capture_output() as out:
         ip.run_cell("%%xla\nidle_v = 1 + 1")
-    assert progress_mod.LAST.updates == [] and not progress_mod.LAST._thread.is_alive()
+    assert started[-1].updates == [] and not started[-1]._thread.is_alive()
     assert not [o for o in out.outputs if set(o.data) <= {WIDGET}]
     # a cell that raises stops its watcher too
     result = ip.run_cell("%%xla\nraise ValueError('boom')")
     assert isinstance(result.error_in_exec, ValueError)
-    assert not progress_mod.LAST._thread.is_alive()
+    assert len(started) == 2 and not started[-1]._thread.is_alive()
 
 
 def test_without_the_built_front_end_the_static_panel_is_shown():
@@ -345,7 +360,7 @@ real = pathlib.Path.is_file
 pathlib.Path.is_file = lambda self: False if self.name in ("panel.js", "panel.css") else real(self)
 from xla_lab.view import panel
 from xla_lab.capture.records import CellCapture
-assert not panel.FRONTEND_BUILT and "make env" in panel.XlaPanel._esm
+assert not panel.FRONTEND_BUILT and "make env" in panel.XlaPanel()._esm
 view = panel.panel_for(CellCapture(cell_id="c", execution_count=3, source="x = 1", started_at=0.0, notes=["<b>"]))
 bundle = view._repr_mimebundle_()
 assert set(bundle) == {"application/vnd.xla-lab.capture+json", "text/plain", "text/html"}, set(bundle)
@@ -367,3 +382,68 @@ def test_first_displayed_panel_pushes_graphviz_once(mlp_runs, monkeypatch):
         with capture_output():
             p._ipython_display_()
     assert len(sent) == 1 and sent[0][0]["kind"] == "viz" and sent[0][1][0][:20] == viz_message()[1][0][:20]
+
+
+def test_a_displayed_panel_lets_its_model_go_and_rebuilds_it_on_request(mlp_runs, monkeypatch):
+    """Found: every displayed panel kept its whole model (megabytes) in the kernel for good."""
+    first, second = mlp_runs
+    panel = XlaPanel(second, [first])
+    opened = panel.get_state()["model"]  # what the comm opened with
+    assert opened["schema"] == SCHEMA and opened["capture"]["execution_count"] == second.execution_count
+    with capture_output() as out:
+        panel._ipython_display_()
+    assert MIME in out.outputs[0].data
+    assert panel.get_state()["model"] == {} and panel.model == {}  # a page asking again gets nothing heavy
+    sent = []
+    monkeypatch.setattr(panel, "send", lambda content, buffers=None: sent.append((content, buffers)))
+    panel._on_custom_msg(panel, {"kind": "need-model"}, [])
+    (content, buffers), = sent
+    assert content == {"kind": "model"} and json.loads(buffers[0]) == json.loads(json.dumps(opened))
+    assert panel.get_state()["has_capture"] is True
+    panel.close()
+
+
+def test_a_panel_whose_capture_left_the_history_says_so(monkeypatch):
+    import gc
+
+    capture = CellCapture(cell_id="gone", execution_count=1, source="x = 1", started_at=0.0)
+    panel = XlaPanel(capture)
+    with capture_output():
+        panel._ipython_display_()
+    del capture
+    gc.collect()
+    content, buffers = panel.model_message()
+    assert "no longer keeps this capture" in content["error"] and buffers == []
+    assert repr(panel) == "XlaPanel(capture no longer kept by the kernel)"
+    assert panel._repr_mimebundle_()["text/plain"] == "xla_lab panel (capture no longer kept by the kernel)"
+    assert XlaPanel().model_message()[0]["error"] == "this panel shows compile progress only"
+    panel.close()
+
+
+def test_panels_are_freed_when_closed_and_make_no_class_each():
+    """Found: anywidget connected a callback holding each widget for a file ``_esm`` (so no panel was
+    ever freed), and added its traits per instance (a new class per panel)."""
+    import gc
+    import weakref
+
+    panel = XlaPanel(CellCapture(cell_id="c", execution_count=1, source="x = 1", started_at=0.0))
+    assert type(panel) is XlaPanel and len(panel._esm) > 100
+    ref = weakref.ref(panel)
+    panel.close()
+    del panel
+    gc.collect()
+    assert ref() is None
+
+
+def test_only_the_last_panels_keep_a_live_widget(monkeypatch):
+    live = panel_mod.LivePanels(cap=2)
+    monkeypatch.setattr(panel_mod, "_LIVE", live)
+    captures = [CellCapture(cell_id=f"c{i}", execution_count=i, source="x = 1", started_at=0.0) for i in range(3)]
+    panels = [XlaPanel(c) for c in captures]
+    with capture_output():
+        for p in panels:
+            p._ipython_display_()
+    assert panels[0].comm is None and panels[1].comm is not None and panels[2].comm is not None
+    assert len(live) == 2 and live.closed == 1
+    for p in panels:
+        p.close()

@@ -173,6 +173,10 @@ after = 1
     err = result.error_in_exec
     assert isinstance(err, ValueError) and "no_such_target" in str(err)
     assert _cell_lines(err, c)[-1] == 4  # the user's sync, not xla_lab's frames
+    last = err.__traceback__
+    while last.tb_next is not None:
+        last = last.tb_next
+    assert last.tb_frame.f_code.co_filename.endswith("torch_xla/torch_xla.py")  # not xla_lab's sync hook
     assert "after" not in ip.user_ns
     note = next(n for n in c.notes if "lost the values" in n)
     assert "bad" in note and "also" in note and "doomed" in note
@@ -395,7 +399,8 @@ def qstep(model, opt, x, y):
         deadline = time.time() + 60
         while time.time() < deadline and not any(j.phase == "compiling" for j in q.jobs):
             time.sleep(0.002)
-        job = next(j for j in q.jobs if j.phase == "compiling")
+        job = next((j for j in q.jobs if j.phase == "compiling"), None)
+        assert job is not None, (q.blocked, [(j.label, j.state, j.phase, j.error) for j in q.jobs])
 
         def interrupt_the_wait():
             while not q._busy:

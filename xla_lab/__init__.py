@@ -68,7 +68,7 @@ def load_ipython_extension(ipython) -> None:
     from xla_lab.magics import XlaMagics
 
     s = session.get()
-    s.start_queue(ipython.user_ns)
+    s.loaded(ipython.user_ns)
     ipython.register_magics(XlaMagics)
     hooks.register(ipython)
     for problem in s.runtime.problems:
@@ -81,8 +81,8 @@ def unload_ipython_extension(ipython) -> None:
     from xla_lab import hooks, session
 
     s = session.current()
-    if s is not None and s.queue is not None:
-        s.queue.pause()
+    if s is not None:
+        s.unloaded()
     hooks.unregister(ipython)
     magics = ipython.magics_manager.magics
     for kind in ("line", "cell"):

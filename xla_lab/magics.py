@@ -7,6 +7,7 @@ import ast
 import hashlib
 import sys
 
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
@@ -85,7 +86,7 @@ class XlaMagics(Magics):
         if cell is None:
             return self._line(args.command)
         if args.command:
-            raise ValueError(f"%%xla takes options only, got {' '.join(args.command)!r}; see %%xla?")
+            raise UsageError(f"%%xla takes options only, got {' '.join(args.command)!r}; see %%xla?")
         return self._run_cell(args, cell)
 
     # --- %%xla ----------------------------------------------------------------------------------
@@ -97,7 +98,10 @@ class XlaMagics(Magics):
         info = _current_cell["info"]
         count = shell.execution_count - 1 if getattr(info, "store_history", False) else shell.execution_count
         filename = shell.compile.cache(cell, count)  # registers the source for tracebacks
-        tree = ast.parse(cell, filename=filename)  # a SyntaxError surfaces before anything runs
+        try:
+            tree = ast.parse(cell, filename=filename)  # a SyntaxError surfaces before anything runs
+        except SyntaxError as exc:
+            raise CellSyntaxError(exc, shell) from None
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         body = compile(tree, filename, "exec", flags=shell.compile.flags, dont_inherit=True)
         expr = None
@@ -166,7 +170,7 @@ class XlaMagics(Magics):
         session = session_mod.get()
         verb = command[0] if command else "status"
         if verb not in LINE_COMMANDS:
-            raise ValueError(f"unknown %xla command {verb!r}; use one of: {', '.join(LINE_COMMANDS)}")
+            raise UsageError(f"unknown %xla command {verb!r}; use one of: {', '.join(LINE_COMMANDS)}")
         if verb == "status":
             print(status_text(session))
         elif verb == "history":
@@ -180,21 +184,25 @@ class XlaMagics(Magics):
                 try:
                     index = int(command[1])
                 except ValueError:
-                    raise ValueError(f"%xla show takes a history index, got {command[1]!r}") from None
+                    raise UsageError(f"%xla show takes a history index, got {command[1]!r}") from None
             try:
                 capture = session.history[index]
             except IndexError:
-                raise ValueError(f"no capture {index} (history has {len(session.history)})") from None
+                raise UsageError(f"no capture {index} (history has {len(session.history)})") from None
             _show(self.shell, SummaryView(capture, max_rows=None))
         elif verb == "queue":
             return self._queue(session, command[1:])
         elif verb == "report":
             if len(command) != 2:
-                raise ValueError("usage: %xla report FILE.html")
+                raise UsageError("usage: %xla report FILE.html")
             from xla_lab.view.static_html import report_html
 
-            with open(command[1], "w", encoding="utf-8") as f:
-                f.write(report_html(list(session.history)))
+            page = report_html(list(session.history))
+            try:
+                with open(command[1], "w", encoding="utf-8") as f:
+                    f.write(page)
+            except OSError as exc:
+                raise UsageError(f"cannot write {command[1]}: {exc.strerror or exc}") from None
             print(f"xla_lab: wrote {len(session.history)} captures to {command[1]}")
         elif verb == "clear":
             n = len(session.history)
@@ -210,7 +218,7 @@ class XlaMagics(Magics):
         queue = session.start_queue(self.shell.user_ns)
         verb = command[0] if command else "status"
         if verb not in QUEUE_COMMANDS:
-            raise ValueError(f"unknown %xla queue command {verb!r}; use one of: {', '.join(QUEUE_COMMANDS)}")
+            raise UsageError(f"unknown %xla queue command {verb!r}; use one of: {', '.join(QUEUE_COMMANDS)}")
         if verb == "pause":
             queue.pause()
             print("xla_lab: precompile queue paused (jobs in the queue wait for %xla queue resume).")
@@ -226,7 +234,10 @@ class XlaMagics(Magics):
             queue.run_pending()
             _show(self.shell, queue_view.QueueView(queue))
         elif verb == "add":
-            queue.add_variant(*_parse_variant(queue, command[1:]))
+            try:
+                queue.add_variant(*_parse_variant(queue, command[1:]))
+            except ValueError as exc:  # the step has not run, or has no such argument
+                raise UsageError(str(exc)) from None
             _show(self.shell, queue_view.QueueView(queue))
         elif _is_terminal(self.shell):
             _show(self.shell, queue_view.QueueView(queue))
@@ -240,22 +251,25 @@ class XlaMagics(Magics):
 def _parse_variant(queue, words: list[str]):
     """``STEP x=8x128 y=8x128`` -> (step, {"x": (8, 128), "y": (8, 128)})."""
     if not words:
-        raise ValueError("usage: %xla queue add STEP ARG=8x128 [ARG=...]")
+        raise UsageError("usage: %xla queue add STEP ARG=8x128 [ARG=...]")
     steps = {s.name: s for s in queue.steps()}
     if words[0] not in steps:
         known = ", ".join(steps) or "none (mark one with @xla_lab.step)"
-        raise ValueError(f"no marked step named {words[0]!r}; marked steps: {known}")
+        raise UsageError(f"no marked step named {words[0]!r}; marked steps: {known}")
     shapes = {}
     for word in words[1:]:
         name, sep, shape = word.partition("=")
         try:
             if not sep:
                 raise ValueError
-            shapes[name] = tuple(int(d) for d in shape.lower().split("x")) if shape else ()
+            dims = tuple(int(d) for d in shape.lower().split("x")) if shape else ()
         except ValueError:
-            raise ValueError(f"cannot read {word!r}: write ARG=8x128 (a scalar is ARG=)") from None
+            raise UsageError(f"cannot read {word!r}: write ARG=8x128 (a scalar is ARG=)") from None
+        if any(d < 1 for d in dims):
+            raise UsageError(f"cannot read {word!r}: a dimension is a positive integer")
+        shapes[name] = dims
     if not shapes:
-        raise ValueError("give at least one ARG=shape, e.g. x=8x256")
+        raise UsageError("give at least one ARG=shape, e.g. x=8x256")
     return steps[words[0]], shapes
 
 
@@ -298,9 +312,8 @@ def _start_progress(shell, session, recorder):
     from xla_lab.view.progress import ProgressDisplay, expected_compile_s
 
     cell_id = recorder.capture.cell_id
-    history = list(session.history)
-    return ProgressDisplay(recorder.compile_watch(),
-                           lambda compiling, nth: expected_compile_s(history, cell_id, compiling, nth)).start()
+    return ProgressDisplay(recorder.compile_watch(),  # (reads the history when asked: no copy of it is kept)
+                           lambda compiling, nth: expected_compile_s(session.history, cell_id, compiling, nth)).start()
 
 
 def _stop_progress(progress) -> None:
@@ -363,6 +376,25 @@ def _graph_name(name: str | None, count) -> str:
     return f"cell_{count}"
 
 
+class CellSyntaxError(Exception):
+    """A ``%%xla`` cell that does not parse, shown as IPython shows a plain cell's syntax error: the
+    cell's line and a caret, no frames of IPython's magic machinery or of xla_lab (IPython prints every
+    frame for a real SyntaxError raised while running code, and this one is raised from the magic).
+    Its type is named ``SyntaxError`` for what reports it (the kernel's error reply); ``error`` is the
+    original."""
+
+    def __init__(self, error: SyntaxError, shell):
+        super().__init__(f"{error.msg} (line {error.lineno})")
+        self.error = error
+        self._lines = shell.SyntaxTB.structured_traceback(type(error), error, None)
+
+    def _render_traceback_(self) -> list[str]:
+        return self._lines
+
+
+CellSyntaxError.__name__ = CellSyntaxError.__qualname__ = "SyntaxError"
+
+
 class GraphRunError(RuntimeError):
     """XLA failed while running a graph of the cell (e.g. out of memory): the sync had returned, the
     failure shows when xla_lab waits for the device at the end of the cell."""
@@ -392,11 +424,23 @@ def _ipython():
     return get_ipython()
 
 
+_PACKAGE_DIR = str(__import__("pathlib").Path(__file__).resolve().parent)
+
+
 def _user_traceback(tb, filename: str):
-    """Drop the frames of xla_lab itself so the traceback starts in the user's cell."""
+    """The traceback from the user's cell on, without xla_lab's own frames at its end (the sync hook
+    wraps ``torch_xla.sync``: a failing sync must end at torch_xla's frame, as without xla_lab)."""
     first = tb
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            return tb
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
-    return first
+    if tb is None:
+        return first
+    last_outside = None
+    entry = tb
+    while entry is not None:
+        if not entry.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            last_outside = entry
+        entry = entry.tb_next
+    if last_outside is not None:
+        last_outside.tb_next = None
+    return tb

@@ -37,6 +37,7 @@ class Session:
         self.max_history = runtime.env_count("XLA_LAB_MAX_HISTORY", 1000)
         self.dropped_history = 0
         self.queue = None  # the precompile queue, made by start_queue()
+        self._unload_paused_queue = False
 
     def start_queue(self, namespace=None):
         """The precompile queue of this kernel (made once)."""
@@ -48,6 +49,19 @@ class Session:
                 lambda: self.absorb_outside_work(claim=False), variables))
             self.queue.persistent_cache = self.runtime.persistent_cache
         return self.queue
+
+    def unloaded(self) -> None:
+        """``%unload_ext xla_lab``: the queue stops taking jobs (nothing runs them without the events)."""
+        if self.queue is not None and not self.queue.paused:
+            self.queue.pause()
+            self._unload_paused_queue = True
+
+    def loaded(self, namespace) -> None:
+        """``%load_ext xla_lab`` (again): the queue works again, unless the user had paused it."""
+        self.start_queue(namespace)
+        if self._unload_paused_queue:
+            self._unload_paused_queue = False
+            self.queue.resume()
 
     def recorder(self, *, cell_id: str, execution_count: int | None, source: str,
                  cell_file: str | None, graph_name: str | None, track_lines: str = "auto",

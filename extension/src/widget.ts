@@ -1,6 +1,10 @@
 // anywidget entry: `export default { initialize, render }`. The Graphviz WASM is not bundled: the
 // kernel sends its bytes ({kind: "viz"}, buffers[0]), on request ({kind: "need-viz"}) or unasked; the
 // module is imported once per page and shared by every panel.
+// The panel model arrives in the widget's opening state; the kernel then lets it go (view/panel.py), so a
+// page that asks the kernel for the state again gets an empty model and asks {kind: "need-model"}: the
+// reply {kind: "model"} carries the model as JSON bytes (buffers[0]) or an error.
+import { readModelReply, wantsModel } from "./core/modelreply";
 import { PanelView } from "./panel/panel";
 import { claimVizRequest, releaseVizRequest, sharedViz } from "./panel/viz";
 
@@ -43,16 +47,25 @@ function render({ model, el }: { model: AnyModel; el: HTMLElement }) {
   el.append(view.el);
   const onModel = () => view.setModel(model.get("model"));
   const onProgress = () => view.setProgress(model.get("progress"));
+  const onModelReply = (msg: unknown, buffers: unknown) => {
+    const reply = readModelReply(msg, buffers);
+    if (reply && "error" in reply) view.showError(reply.error);
+    else if (reply) view.setModel(reply.model);
+  };
   model.on("change:model", onModel);
   model.on("change:progress", onProgress);
+  model.on("msg:custom", onModelReply);
   onProgress();
-  view.setModel(model.get("model"), t0);
+  const initial = model.get("model");
+  if (wantsModel(initial, model.get("has_capture"))) model.send({ kind: "need-model" });
+  else view.setModel(initial, t0);
   return () => {
     clearInterval(poll);
     releaseVizRequest(token);
     stopListening();
     model.off("change:model", onModel);
     model.off("change:progress", onProgress);
+    model.off("msg:custom", onModelReply);
     view.destroy();
   };
 }

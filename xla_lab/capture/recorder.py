@@ -248,7 +248,7 @@ class CellRecorder:
             self.capture.fallback_ops = dict(delta.fallbacks)
             error = error if error is not None else self.device_error
             if error is not None:
-                self.capture.error = f"{type(error).__name__}: {error}"
+                self.capture.error = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
             self._build_steps(events, irs, modules, delta)
         except Exception as exc:  # capture must never take the user's cell down
             self._hook.uninstall()

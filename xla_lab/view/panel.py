@@ -1,12 +1,26 @@
 """``XlaPanel``: the per-cell panel under a ``%%xla`` cell (an anywidget).
 
 Python builds the data (``panel_model``); the browser code (``static/panel.js``, built from
-``extension/src`` by npm) draws the tabs. Two synced traitlets, ``model`` and ``progress``, and one
-custom message: the browser asks ``{"kind": "need-viz"}`` and gets ``{"kind": "viz"}`` with the bytes
-of ``static/viz-standalone.mjs`` (Graphviz in WebAssembly) as a buffer, so the WASM never sits in
+``extension/src`` by npm) draws the tabs. Synced traitlets ``model``, ``progress`` and ``has_capture``,
+and custom messages: the browser asks ``{"kind": "need-viz"}`` and gets ``{"kind": "viz"}`` with the
+bytes of ``static/viz-standalone.mjs`` (Graphviz in WebAssembly) as a buffer, so the WASM never sits in
 widget state. The output bundle also carries the panel model under its own MIME type, a
 deterministic ``text/plain`` and a static ``text/html``, so exports, nbval and notebooks reopened
 without a kernel still show the capture.
+
+Memory: a panel model is megabytes for a real model, and ipywidgets keeps every widget of the
+kernel alive until it is closed, which nothing does for the output of a cell run long ago. So the
+kernel keeps a panel's model only until it is displayed: the model travels in the comm's opening
+message (``get_state``) and in the output bundle, and then the kernel lets it go. A front end that
+asks for the state again (a page reloaded beside a running kernel) gets an empty model and asks
+``{"kind": "need-model"}``; the reply ``{"kind": "model"}`` carries the model rebuilt from the capture
+(JSON bytes as a buffer), or an error once the capture has left the history (``XLA_LAB_MAX_HISTORY``,
+``%xla clear``): the panel holds its capture weakly. The browser code is given to anywidget as text,
+not as a file: for a file anywidget connects a per-widget callback that keeps every panel alive
+forever. What is left of a displayed panel in the kernel (its widget and comm, about 10 KB) is kept for
+the last ``XLA_LAB_MAX_PANELS`` panels (default 1000; 0 = no cap): older panels' widgets are closed,
+and their outputs then disappear from the live page (a reopened notebook draws them from the saved
+capture).
 
 When the front end is not built (``static/panel.js`` missing), ``FRONTEND_BUILT`` is False: the
 magics then display ``StaticPanel`` (the same bundle without the widget view) and ``XlaPanel`` itself
@@ -15,12 +29,16 @@ renders a short note saying how to build it.
 
 from __future__ import annotations
 
+import json
+import weakref
+from collections import deque
 from pathlib import Path
 
 import anywidget
 import traitlets
 
 from xla_lab.capture.records import CellCapture
+from xla_lab.runtime import env_count
 
 from .panel_model import MIME, panel_model, saved_payload
 from .static_html import capture_html
@@ -61,23 +79,39 @@ class XlaPanel(anywidget.AnyWidget):
     """The panel of one capture (``XlaPanel(capture, runs)``), or, with no capture, an empty panel
     that shows compile progress (``progress``) while a cell runs."""
 
-    _esm = PANEL_JS if FRONTEND_BUILT else _FALLBACK_ESM
-    if PANEL_CSS.is_file():
-        _css = PANEL_CSS
+    # anywidget's own traits, declared here so that it need not add them to each instance (see add_traits)
+    _esm = traitlets.Unicode(PANEL_JS.read_text(encoding="utf-8") if FRONTEND_BUILT else _FALLBACK_ESM).tag(sync=True)
+    _css = traitlets.Unicode(PANEL_CSS.read_text(encoding="utf-8") if PANEL_CSS.is_file() else "").tag(sync=True)
+    _anywidget_id = traitlets.Unicode(f"{__module__}.XlaPanel").tag(sync=True)
 
-    model = traitlets.Dict().tag(sync=True)
+    model = traitlets.Dict().tag(sync=True)  # kept by the kernel only until displayed (see above)
     progress = traitlets.Dict().tag(sync=True)
+    has_capture = traitlets.Bool(False).tag(sync=True)
 
     def __init__(self, capture: CellCapture | None = None, runs=(), *, max_rows: int | None = MAX_ROWS, **kwargs):
-        self._capture = capture
-        self._runs = list(runs)
+        self._capture = None if capture is None else weakref.ref(capture)
+        self._runs = [weakref.ref(r) for r in runs]
         self._max_rows = max_rows
-        if capture is not None and "model" not in kwargs:
-            kwargs["model"] = panel_model(capture, self._runs)
+        # the model sent when the comm opens and shown in the output bundle, then let go
+        self._unsent = kwargs.pop("model", None) or (panel_model(capture, list(runs)) if capture is not None else None)
         kwargs.setdefault("progress", {"state": "done" if capture is not None else "idle", "what": "",
                                        "elapsed_s": 0.0, "expected_s": None, "step": None})
-        super().__init__(**kwargs)
+        super().__init__(has_capture=capture is not None, **kwargs)
         self.on_msg(self._on_custom_msg)
+
+    def add_traits(self, **traits) -> None:
+        """anywidget adds ``_esm``, ``_css`` and ``_anywidget_id`` to every instance, and traitlets does
+        that by making a new class per instance (about 15 KB a panel, for as long as the output's
+        widget lives): this class declares them, so only traits it lacks are added."""
+        missing = {name: trait for name, trait in traits.items() if not self.has_trait(name)}
+        if missing:
+            super().add_traits(**missing)
+
+    def get_state(self, key=None, drop_defaults=False):
+        state = super().get_state(key, drop_defaults)
+        if self._unsent is not None and "model" in state:
+            state["model"] = self._unsent
+        return state
 
     def _ipython_display_(self) -> None:
         """Display, then hand the browser Graphviz right away: a page's first panel would otherwise
@@ -86,6 +120,9 @@ class XlaPanel(anywidget.AnyWidget):
         from IPython.display import display
 
         display(self._repr_mimebundle_(), raw=True)
+        self._unsent = None  # the browser and the output have it now
+        if self._capture is not None:
+            _LIVE.shown(self)
         global _VIZ_PUSHED
         if not _VIZ_PUSHED and self._capture is not None and self.comm is not None:
             _VIZ_PUSHED = True
@@ -93,22 +130,80 @@ class XlaPanel(anywidget.AnyWidget):
 
     @property
     def capture(self) -> CellCapture | None:
-        return self._capture
+        """The capture shown, while the history keeps it."""
+        return None if self._capture is None else self._capture()
+
+    def panel_model(self) -> dict | None:
+        """The model shown (rebuilt from the capture once let go); None once the capture is gone."""
+        if self._unsent is not None:
+            return self._unsent
+        capture = self.capture
+        if capture is None:
+            return None
+        return panel_model(capture, [r for r in (ref() for ref in self._runs) if r is not None])
 
     def _on_custom_msg(self, widget, content, buffers) -> None:
-        if isinstance(content, dict) and content.get("kind") == "need-viz":
+        kind = content.get("kind") if isinstance(content, dict) else None
+        if kind == "need-viz":
             self.send(*viz_message())
+        elif kind == "need-model":
+            self.send(*self.model_message())
+
+    def model_message(self) -> tuple[dict, list[bytes]]:
+        """The reply to ``need-model``: the model as JSON bytes, or why it cannot be had."""
+        if self._capture is None:
+            return {"kind": "model", "error": "this panel shows compile progress only"}, []
+        model = self.panel_model()
+        if model is None:
+            return {"kind": "model", "error": "xla_lab no longer keeps this capture (XLA_LAB_MAX_HISTORY, or "
+                                              "%xla clear): the notebook's saved output still shows it"}, []
+        return {"kind": "model"}, [json.dumps(model).encode()]
 
     def _repr_mimebundle_(self, **kwargs):
-        data = _bundle(self._capture, self._runs, self._max_rows, self.model)
+        capture = self.capture
+        if self._capture is not None and capture is None:
+            text = "xla_lab panel (capture no longer kept by the kernel)"
+            return {"text/plain": text, "text/html": f"<div>{text}</div>"}
+        data = _bundle(capture, (), self._max_rows, self.panel_model())
         if self.comm is not None:  # closed widgets have no view
             data[WIDGET_MIME] = {"version_major": 2, "version_minor": 1, "model_id": self.model_id}
         return data
 
     def __repr__(self) -> str:
+        capture = self.capture
         if self._capture is None:
             return "XlaPanel(no capture)"
-        return to_text(self._capture, self._max_rows)
+        if capture is None:
+            return "XlaPanel(capture no longer kept by the kernel)"
+        return to_text(capture, self._max_rows)
+
+
+class LivePanels:
+    """The displayed panels whose widgets the kernel keeps, newest last: past ``cap`` the oldest is
+    closed (``XLA_LAB_MAX_PANELS``, read when xla_lab is imported)."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.panels: deque[XlaPanel] = deque()
+        self.closed = 0
+
+    def shown(self, panel: XlaPanel) -> None:
+        while self.panels and self.panels[0].comm is None:  # closed elsewhere
+            self.panels.popleft()
+        self.panels.append(panel)
+        while self.cap and len(self.panels) > self.cap:
+            self.panels.popleft().close()
+            self.closed += 1
+
+    def __len__(self) -> int:
+        return sum(1 for p in self.panels if p.comm is not None)
+
+
+_LIVE = LivePanels(env_count("XLA_LAB_MAX_PANELS", 1000))
+
+
+def live_panels() -> LivePanels:
+    return _LIVE
 
 
 def viz_message() -> tuple[dict, list[bytes]]:

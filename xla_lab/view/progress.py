@@ -24,8 +24,6 @@ SHOW_AFTER_S = 0.5
 INTERVAL_S = 0.25
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
-LAST: "ProgressDisplay | None" = None  # the latest one (tests read its updates)
-
 
 def expected_compile_s(history: list[CellCapture], cell_id: str, compiling: CompileInProgress,
                        nth: int) -> float | None:
@@ -72,8 +70,6 @@ class ProgressDisplay:
         self._expected_cache: dict[str, float | None] = {}
 
     def start(self) -> "ProgressDisplay":
-        global LAST
-        LAST = self
         if self.watch.path is None:
             return self  # no sync log: nothing to watch
         self._thread = threading.Thread(target=self._run, name="xla_lab-progress", daemon=True)

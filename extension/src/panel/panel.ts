@@ -72,6 +72,15 @@ export class PanelView {
     this.selectTab("summary");
   }
 
+  /** No model to show, and why (e.g. the kernel no longer keeps the capture). */
+  showError(message: string) {
+    this.model = null;
+    clear(this.header);
+    this.el.classList.add("xla-no-model");
+    this.errorEl.hidden = false;
+    this.errorEl.textContent = message;
+  }
+
   /** `t`: when this model arrived (performance.now()); the Graph tab's first-render time counts from it. */
   setModel(raw: unknown, t: number = performance.now()) {
     if (raw == null || (typeof raw === "object" && Object.keys(raw as object).length === 0)) {
