@@ -184,6 +184,8 @@ def main() -> int:
                          "(%%%%xla), quiet (%%%%xla -q) and plain torch_xla (benchmarks/soak_kernel.py)")
     ap.add_argument("--modes", default="panels,quiet,plain",
                     help="with --kernel: which kernels to run, of panels, quiet, plain (default all three)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="with --kernel: run every kernel this many times and print the spread of the slopes")
     ap.add_argument("--max-panels", type=int, default=200,
                     help="XLA_LAB_MAX_PANELS for --kernel (default 200): live panel widgets kept")
     args = ap.parse_args()

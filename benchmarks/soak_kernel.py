@@ -120,10 +120,28 @@ def growth(result: dict) -> float:
 
 
 def main(args, cells_factory) -> int:
-    results = []
-    for mode in args.modes:
-        print(f"\n{mode}: {args.runs} cell runs in a real kernel", flush=True)
-        results.append(run_mode(mode, args, cells_factory()))
+    rounds = []
+    for r in range(args.repeat):
+        results = []
+        for mode in args.modes:
+            print(f"\n{mode}: {args.runs} cell runs in a real kernel (round {r + 1} of {args.repeat})", flush=True)
+            results.append(run_mode(mode, args, cells_factory()))
+        report(args, results)
+        rounds.append(results)
+    if len(rounds) > 1:
+        print(f"\nRSS slope after warm-up, MiB per 1000 runs, over {len(rounds)} rounds (goal: flat, the xla_lab "
+              "kernels within the plain kernel's noise):")
+        for i, mode in enumerate(args.modes):
+            slopes = [growth(results[i]) for results in rounds]
+            cleared = [results[i]["cleared"] - results[i]["end"] for results in rounds if results[i]["cleared"] is not None]
+            extra = (f"; %xla clear released {min(-c for c in cleared):.1f} to {max(-c for c in cleared):.1f} MiB"
+                     if cleared else "")
+            print(f"  {mode:<8} " + "  ".join(f"{s:+.2f}" for s in slopes) +
+                  f"   (spread {min(slopes):+.2f} .. {max(slopes):+.2f}){extra}")
+    return 1 if any(r["unexpected"] for results in rounds for r in results) else 0
+
+
+def report(args, results) -> None:
     print(f"\nxla_lab soak in real kernels: {args.runs} cell runs each (caps: {args.max_graphs} graphs, "
           f"{args.max_mb} MiB of text, {args.max_history} captures, {args.max_panels} live panels; "
           f"XLA_COMPILATION_CACHE_SIZE={args.xla_cache or 'default'})")
@@ -140,4 +158,3 @@ def main(args, cells_factory) -> int:
     for r in results:
         if r["mode"] == "panels":
             print(f"  live panel widgets at the end: {r.get('panels')} (XLA_LAB_MAX_PANELS={args.max_panels})")
-    return 1 if any(r["unexpected"] for r in results) else 0
