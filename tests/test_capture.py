@@ -188,7 +188,7 @@ def test_syntax_error_is_reported_and_records_nothing(ip):
 
     n = len(xla_lab.history())
     result, c = run_xla(ip, "def broken(:\n    pass")
-    assert isinstance(result.error_in_exec, SyntaxError)
+    assert isinstance(result.error_before_exec, SyntaxError)
     assert c is None and len(xla_lab.history()) == n
 
 

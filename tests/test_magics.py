@@ -1,5 +1,6 @@
 """The %xla line magic, %%xla options and the summary views."""
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -179,11 +180,11 @@ def test_a_cell_that_does_not_parse_shows_its_line_only(ip):
     """Found: a %%xla cell with a syntax error showed frames of magics.py and ast.py."""
     with capture_output() as out:
         result = ip.run_cell("%%xla\nfine = 1\nbroken = (\n")
-    err = result.error_in_exec
-    assert type(err).__name__ == "SyntaxError" and isinstance(err.error, SyntaxError)
-    assert err.error.lineno == 2 and "was never closed" in str(err)
+    err = result.error_before_exec  # as for a plain cell: nothing ran
+    assert isinstance(err, SyntaxError) and err.lineno == 3 and "was never closed" in str(err)
     shown = out.stdout + out.stderr
     assert "broken = (" in shown and "^" in shown and "SyntaxError: '(' was never closed" in shown
+    assert re.search(r"Cell In\[\d+\], line 3", shown), shown
     for frame in ("magics.py", "ast.py", "interactiveshell.py", "Traceback"):
         assert frame not in shown, shown
     assert "fine" not in ip.user_ns

@@ -107,6 +107,33 @@ def cell_interrupt(job: str = "") -> KeyboardInterrupt:
 GATE = ForegroundGate()
 
 
+def check_xla_cell_syntax(lines: list[str]) -> list[str]:
+    """An input transformer (IPython's first, on the raw cell): a ``%%xla`` cell whose code does not
+    parse raises its SyntaxError here, before anything runs, so IPython shows it as it shows a plain
+    cell's (line and caret, no frames; ``error_before_exec``). Raised from the magic instead, it would
+    come with every frame of IPython's magic machinery and of xla_lab."""
+    if not lines or not lines[0].startswith("%%xla"):
+        return lines
+    body = "".join(lines[1:])
+    try:
+        ast.parse(body)  # as the magic parses it
+    except SyntaxError as exc:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None:  # name the cell as IPython will, so the error reads "Cell In[N], line L"
+            exc.filename = shell.compile.cache("".join(lines), shell.execution_count)
+        if exc.lineno is not None:
+            exc.lineno += 1  # the %%xla line
+            if exc.end_lineno is not None:
+                exc.end_lineno += 1
+        raise
+    return lines
+
+
+check_xla_cell_syntax.has_side_effects = True  # (IPython's completeness check must not run it)
+
+
 def _events():
     from xla_lab.magics import after_cell, forget_cell, remember_cell
 
@@ -122,6 +149,8 @@ def register(ipython) -> None:
             ipython.events.register(event, callback)
     if GATE not in ipython.ast_transformers:
         ipython.ast_transformers.insert(0, GATE)
+    if check_xla_cell_syntax not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(check_xla_cell_syntax)
 
 
 def unregister(ipython) -> None:
@@ -130,3 +159,5 @@ def unregister(ipython) -> None:
             ipython.events.unregister(event, callback)
     if GATE in ipython.ast_transformers:
         ipython.ast_transformers.remove(GATE)
+    if check_xla_cell_syntax in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.remove(check_xla_cell_syntax)

@@ -98,10 +98,7 @@ class XlaMagics(Magics):
         info = _current_cell["info"]
         count = shell.execution_count - 1 if getattr(info, "store_history", False) else shell.execution_count
         filename = shell.compile.cache(cell, count)  # registers the source for tracebacks
-        try:
-            tree = ast.parse(cell, filename=filename)  # a SyntaxError surfaces before anything runs
-        except SyntaxError as exc:
-            raise CellSyntaxError(exc, shell) from None
+        tree = ast.parse(cell, filename=filename)  # (cells were checked by hooks.check_xla_cell_syntax)
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         body = compile(tree, filename, "exec", flags=shell.compile.flags, dont_inherit=True)
         expr = None
@@ -374,25 +371,6 @@ def _graph_name(name: str | None, count) -> str:
     if name:
         return re.sub(r"[^A-Za-z0-9_]", "_", name)[:64] or "cell"
     return f"cell_{count}"
-
-
-class CellSyntaxError(Exception):
-    """A ``%%xla`` cell that does not parse, shown as IPython shows a plain cell's syntax error: the
-    cell's line and a caret, no frames of IPython's magic machinery or of xla_lab (IPython prints every
-    frame for a real SyntaxError raised while running code, and this one is raised from the magic).
-    Its type is named ``SyntaxError`` for what reports it (the kernel's error reply); ``error`` is the
-    original."""
-
-    def __init__(self, error: SyntaxError, shell):
-        super().__init__(f"{error.msg} (line {error.lineno})")
-        self.error = error
-        self._lines = shell.SyntaxTB.structured_traceback(type(error), error, None)
-
-    def _render_traceback_(self) -> list[str]:
-        return self._lines
-
-
-CellSyntaxError.__name__ = CellSyntaxError.__qualname__ = "SyntaxError"
 
 
 class GraphRunError(RuntimeError):

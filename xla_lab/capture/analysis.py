@@ -13,6 +13,7 @@ import linecache
 import os
 
 from xla_lab.hlo.fusion_map import build_fusion_map
+from xla_lab.hlo.lazy_graph import IrNode, nodes_from_module
 from xla_lab.hlo.memory import memory_summary
 from xla_lab.hlo.node_kernels import node_kernels
 from xla_lab.hlo.parser import HloModule, HloParseError, parse_module
@@ -20,7 +21,7 @@ from xla_lab.hlo.proto_frames import ProtoError, PyFrame, instruction_stacks
 from xla_lab.hlo.recompile import graph_signature
 from xla_lab.hlo.sharding import ShardingParseError, spmd_summary
 
-from .lowered_graph import format_ir_text, ir_nodes_from_module
+from .ir_graph import format_ir_text
 from .records import GraphArtifacts
 
 
@@ -99,19 +100,15 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
 
 
     if before is not None:
-        nodes = ir_nodes_from_module(before)
+        nodes = nodes_from_module(before)
         if art.ir_source != "lazy-ir":  # torch_xla's own IR text (IR log on) is preferred
             art.ir_text = format_ir_text(nodes)
             art.ir_source = "hlo-before"
+        traced = []
         for n in nodes:
-            where = None
-            for member in n["hlo"]:
-                where = first_line(member)
-                if where:
-                    break
-            n["where"] = _describe(where) if where else n.get("location")
-        art.signature = graph_signature(
-            before, [{"op": n["op"], "shape": n["shape"], "where": n["where"]} for n in nodes], first_line)
+            where = next((ln for ln in map(first_line, n.hlo) if ln), None)
+            traced.append({"op": n.op, "shape": n.shape, "where": _describe(where) if where else n.location})
+        art.signature = graph_signature(before, traced, first_line)
         if after is not None and art.fusions is not None and art.ir_source == "hlo-before":
             art.node_info = node_info(nodes, before, after, art.fusions, stacks_before, cells)
     try:
@@ -127,27 +124,28 @@ SCOPE_SEPARATOR = " > "
 AUTOGRAD = "autograd" + SCOPE_SEPARATOR  # scope prefix of backward ops (scoped by the values they read)
 
 
-def node_info(nodes: list[dict], before: HloModule, after: HloModule, kernels: list[dict],
+def node_info(nodes: list[IrNode], before: HloModule, after: HloModule, kernels: list[dict],
               stacks: dict[str, list[PyFrame]], cells: CellFiles) -> dict:
-    """Per node of the rebuilt graph: the kernel it ended in (``hlo/node_kernels.py``), its scope
-    (the library frames between the cell line and the op, outermost first, e.g.
-    ``transformer.py:forward > transformer.py:_sa_block > activation.py:forward``: what a large graph
-    collapses by) and its cell line. Scopes and lines are stored once and referred to by index."""
+    """Per node of the rebuilt graph (``ids``: the node ids, in the order of the other lists): the
+    kernel it ended in (``hlo/node_kernels.py``), its scope (the library frames between the cell line
+    and the op, outermost first, e.g. ``transformer.py:forward > transformer.py:_sa_block >
+    activation.py:forward``: what a large graph collapses by) and its cell line. Scopes and lines are
+    stored once and referred to by index."""
     scopes: dict[str, int] = {}
     lines: dict[tuple, int] = {}
     by_stack: dict[int, str | None] = {}
     scope_of, line_of = [], []
     cell_names = {os.path.basename(f) for f in cells.files if f}
     for n in nodes:
-        stack = next((stacks[m] for m in n["hlo"] if stacks.get(m)), None)
+        stack = next((stacks[m] for m in n.hlo if stacks.get(m)), None)
         scope = None
         if stack is not None:
             key = id(stack)
             if key not in by_stack:
                 by_stack[key] = _scope(stack, cells)
             scope = by_stack[key]
-        elif n.get("location") and n["location"].rsplit(":", 1)[0] not in cell_names:
-            scope = n["location"]  # no call stack: the op's innermost frame, from its metadata
+        elif n.location and n.location.rsplit(":", 1)[0] not in cell_names:
+            scope = n.location  # no call stack: the op's innermost frame, from its metadata
         scope_of.append(scopes.setdefault(scope, len(scopes)) if scope else -1)
         ln = cells.line(stack) if stack else None
         if ln:
@@ -156,22 +154,22 @@ def node_info(nodes: list[dict], before: HloModule, after: HloModule, kernels: l
             line_of.append(-1)
     # Autograd's backward ops run without a Python stack: scope them under the forward op whose
     # values they read (nearest operand with a scope, operands first), marked as such.
-    position = {n["id"]: i for i, n in enumerate(nodes)}
+    position = {n.id: i for i, n in enumerate(nodes)}
     names = list(scopes)
     for i, n in enumerate(nodes):
-        if scope_of[i] >= 0 or line_of[i] >= 0 or n["op"] == "xla::device_data":
+        if scope_of[i] >= 0 or line_of[i] >= 0 or n.is_input:
             continue
-        frontier, seen, found = [position[o] for o in n["operands"] if o in position], set(), None
+        frontier, seen, found = [position[o] for o in n.operands if o in position], set(), None
         for _ in range(4):
             nxt = []
             for j in frontier:
-                if j in seen or nodes[j]["op"] == "xla::device_data":
+                if j in seen or nodes[j].is_input:
                     continue
                 seen.add(j)
                 if scope_of[j] >= 0:
                     found = names[scope_of[j]]
                     break
-                nxt.extend(position[o] for o in nodes[j]["operands"] if o in position)
+                nxt.extend(position[o] for o in nodes[j].operands if o in position)
             if found or not nxt:
                 break
             frontier = nxt
@@ -181,8 +179,9 @@ def node_info(nodes: list[dict], before: HloModule, after: HloModule, kernels: l
                 scopes[scope] = len(scopes)
                 names.append(scope)
             scope_of[i] = scopes[scope]
-    return {"kernel": node_kernels(nodes, before, after, kernels), "scope": scope_of, "scopes": names,
-            "line": line_of, "lines": [{"cell": c, "line": l, "code": code} for c, l, code in lines]}
+    return {"ids": [n.id for n in nodes], "kernel": node_kernels(nodes, before, after, kernels),
+            "scope": scope_of, "scopes": names, "line": line_of,
+            "lines": [{"cell": c, "line": l, "code": code} for c, l, code in lines]}
 
 
 def _scope(stack: list[PyFrame], cells: CellFiles, limit: int = 8) -> str | None:

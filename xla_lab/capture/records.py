@@ -13,6 +13,8 @@ import types
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any
 
+from . import ir_graph
+
 SCHEMA = "xla_lab.capture/1"
 TIMING_KEYS = ("trace_s", "compile_s", "execute_s", "to_device_s", "from_device_s")
 CACHE_STATES = ("miss", "hit", "precompiled")
@@ -40,9 +42,10 @@ class GraphArtifacts:
     fusions: list[dict] | None = None  # kernels of the optimized module (hlo/fusion_map.py Kernel)
     memory: dict | None = None  # peak / parameter / output / temp bytes, largest buffers
     signature: dict | None = None  # inputs, baked constants, ops, outputs: what recompiles compare
-    # Per node of the rebuilt graph (ir_source "hlo-before"), parallel to the nodes of ir_text:
-    # {"kernel": [kernel name | None], "scope": [index into "scopes" | -1], "scopes": [str],
-    #  "line": [index into "lines" | -1], "lines": [{"cell", "line", "code"}]} (analysis.node_info)
+    # Per node of the rebuilt graph (ir_source "hlo-before"), by node id: {"ids": [node id],
+    # "kernel": [kernel name | None], "scope": [index into "scopes" | -1], "scopes": [str],
+    # "line": [index into "lines" | -1], "lines": [{"cell", "line", "code"}]}, the lists parallel to
+    # "ids" (analysis.node_info)
     node_info: dict | None = None
     # SPMD (hlo/sharding.py spmd_summary): device count, each input's layout on the devices, each
     # collective with its payload, groups and cell lines. None for graphs on one device.
@@ -54,26 +57,18 @@ class GraphArtifacts:
     @property
     def ir_nodes(self) -> int | None:
         """Number of lazy-IR nodes in the graph (counted from the IR text)."""
-        if self.ir_text is None:
-            return None
-        return sum(1 for line in self.ir_text.splitlines() if line.lstrip().startswith("%"))
+        return None if self.ir_text is None else ir_graph.count_nodes(self.ir_text)
 
     @property
     def ir_dot(self) -> str | None:
         """The IR graph as Graphviz DOT (built on demand, never stored twice)."""
-        if self.ir_text is None:
-            return None
-        from xla_lab.view.dot import ir_text_to_dot
-
-        return ir_text_to_dot(self.ir_text, name=self.graph_name or "graph")
+        return None if self.ir_text is None else ir_graph.to_dot(self.ir_text, name=self.graph_name or "graph")
 
     def ir_to_hlo(self) -> dict[int, list[str]]:
         """IR node id -> pre-optimization HLO instruction names (for graphs rebuilt from HLO)."""
         if self.ir_text is None or self.ir_source != "hlo-before":
             return {}
-        from .lowered_graph import hlo_index_from_ir_text
-
-        return hlo_index_from_ir_text(self.ir_text)
+        return ir_graph.hlo_index(self.ir_text)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

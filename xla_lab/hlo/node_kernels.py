@@ -1,7 +1,7 @@
 """Which optimized kernel each node of the captured graph ended in.
 
 XLA renumbers every instruction while optimizing, so the pre-optimization names a graph node lowered
-to (``GraphArtifacts.ir_to_hlo()``) almost never appear among a kernel's members (measured: 6-8% on an
+to (``IrNode.hlo``) almost never appear among a kernel's members (measured: 6-8% on an
 MLP and a transformer train step). What survives is each op's metadata (``op_type``, ``op_name``,
 ``source_file``, ``source_line``) and its dimensions. So a node is matched in passes:
 
@@ -28,17 +28,15 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .fusion_map import _members
+from .lazy_graph import IrNode
 from .parser import HloModule
-
-INPUT_OPS = ("xla::device_data",)
 SHAPE_OPS = {"aten::view", "aten::expand", "aten::permute", "aten::reshape", "aten::squeeze", "aten::unsqueeze",
              "aten::t", "aten::transpose", "prim::Constant", "xla::generic_slice", "aten::slice", "aten::select",
              "aten::as_strided", "xla::select", "xla::unselect"}
 
 
-def node_kernels(nodes: list[dict], before: HloModule, after: HloModule, kernels: list[dict]) -> list[str | None]:
-    """``nodes``: rebuilt IR nodes (``lowered_graph.ir_nodes_from_module``: id, op, shape, operands,
-    hlo); ``kernels``: the fusion map of ``after`` (Kernel dicts). Returns the kernel name of each
+def node_kernels(nodes: list[IrNode], before: HloModule, after: HloModule, kernels: list[dict]) -> list[str | None]:
+    """``nodes``: the rebuilt lazy graph (``lazy_graph.nodes_from_module``); ``kernels``: the fusion map of ``after`` (Kernel dicts). Returns the kernel name of each
     node (parallel to ``nodes``), None where the node is a graph input or was not matched."""
     order = {k["name"]: i for i, k in enumerate(kernels)}
     by_key: dict[tuple, set[str]] = defaultdict(set)
@@ -57,18 +55,18 @@ def node_kernels(nodes: list[dict], before: HloModule, after: HloModule, kernels
     n = len(nodes)
     result: list[str | None] = [None] * n
     candidates: list[set[str]] = [set() for _ in range(n)]
-    index = {node["id"]: i for i, node in enumerate(nodes)}
+    index = {node.id: i for i, node in enumerate(nodes)}
     users: list[list[int]] = [[] for _ in range(n)]
     for i, node in enumerate(nodes):
-        for o in node["operands"]:
+        for o in node.operands:
             if o in index:
                 users[index[o]].append(i)
     lookup = before.instruction
     for i, node in enumerate(nodes):
-        if node["op"] in INPUT_OPS:
+        if node.is_input:
             continue
         found: set[str] = set()
-        for name in node["hlo"]:
+        for name in node.hlo:
             try:
                 ins = lookup(name)
             except KeyError:
@@ -89,7 +87,7 @@ def node_kernels(nodes: list[dict], before: HloModule, after: HloModule, kernels
         for i in range(n):
             if result[i] is not None or len(candidates[i]) < 2:
                 continue
-            near = {result[index[o]] for o in nodes[i]["operands"] if o in index} | {result[u] for u in users[i]}
+            near = {result[index[o]] for o in nodes[i].operands if o in index} | {result[u] for u in users[i]}
             keep = candidates[i] & near
             if len(keep) == 1:
                 result[i] = next(iter(keep))
@@ -116,12 +114,12 @@ def node_kernels(nodes: list[dict], before: HloModule, after: HloModule, kernels
     # 4. folded ops take their users' kernel (users come later in program order: walk backwards);
     # a view or broadcast read by several kernels takes the first one's
     for i in range(n - 1, -1, -1):
-        if result[i] is not None or nodes[i]["op"] in INPUT_OPS:
+        if result[i] is not None or nodes[i].is_input:
             continue
         theirs = [result[u] for u in users[i] if result[u] is not None]
         if candidates[i]:
             theirs = [k for k in theirs if k in candidates[i]] or theirs
-        if len(set(theirs)) == 1 or (theirs and nodes[i]["op"] in SHAPE_OPS):
+        if len(set(theirs)) == 1 or (theirs and nodes[i].op in SHAPE_OPS):
             result[i] = theirs[0]
     return result
 
@@ -175,7 +173,7 @@ def _nearest_candidates(nodes, index, users, candidates, result, graph, radius: 
                         max_candidates: int = 6) -> None:
     cache: dict[str, dict[str, int]] = {}
     far = 99
-    near = [[index[o] for o in node["operands"] if o in index] + users[i] for i, node in enumerate(nodes)]
+    near = [[index[o] for o in node.operands if o in index] + users[i] for i, node in enumerate(nodes)]
     for _ in range(2):
         changed = False
         for i in range(len(nodes)):

@@ -20,13 +20,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from xla_lab.capture.ir_graph import parse_ir_text
 from xla_lab.capture.records import CellCapture, GraphArtifacts
 from xla_lab.hlo.recompile import describe_line
 from xla_lab.hlo.shapes import parse_shape
 
 from .annotate import line_kernels
 from .details import fmt_bytes, main_step
-from .dot import parse_ir_nodes
 from .summary import notes
 
 SCHEMA = "xla_lab.panel/1"
@@ -168,43 +168,46 @@ def huge_constants(art: GraphArtifacts, limit: int = HUGE_CONSTANT_BYTES) -> lis
 
 def _cell_line_of_instructions(art: GraphArtifacts) -> dict[str, str]:
     """Pre-optimization instruction name -> "cell [N] line L (code)" of the graph node it belongs to."""
-    info = art.node_info
-    index = art.ir_to_hlo()
-    if not info or not index:
-        return {}
+    lines = _node_lines(art)
     out = {}
-    for position, (node_id, names) in enumerate(sorted(index.items())):
-        if position < len(info["line"]) and info["line"][position] >= 0:
-            where = describe_line(info["lines"][info["line"][position]])
+    for node_id, names in art.ir_to_hlo().items():
+        if node_id in lines:
+            where = describe_line(lines[node_id])
             for name in names:
                 out[name] = where
     return out
 
 
+def _node_lines(art: GraphArtifacts) -> dict[int, dict]:
+    info = art.node_info
+    if not info or "ids" not in info:
+        return {}
+    return {i: info["lines"][k] for i, k in zip(info["ids"], info["line"]) if k >= 0}
+
+
 # --- graphs -------------------------------------------------------------------------------------
 def graph_model(art: GraphArtifacts, steps: list[int] | None = None) -> dict:
     """Nodes, edges and roots of one graph, each node with its kernel, scope and cell line."""
-    parsed = parse_ir_nodes(art.ir_text or "")
-    info = art.node_info if art.ir_source == "hlo-before" else None
-    if info and len(info.get("kernel", ())) != len(parsed):
-        info = None  # written for other IR text (should not happen): better no mapping than a wrong one
+    info = art.node_info if art.ir_source == "hlo-before" and art.node_info and "ids" in art.node_info else None
+    at = {node_id: i for i, node_id in enumerate(info["ids"])} if info else {}
     nodes, edges, roots = [], [], []
-    for i, n in enumerate(parsed):
+    for n in parse_ir_text(art.ir_text or ""):
         cell = line = code = scope = kernel = None
-        if info:
+        i = at.get(n.id)
+        if i is not None:
             kernel = info["kernel"][i]
             if info["scope"][i] >= 0:
                 scope = info["scopes"][info["scope"][i]]
             if info["line"][i] >= 0:
                 ln = info["lines"][info["line"][i]]
                 cell, line, code = ln.get("cell"), ln.get("line"), ln.get("code")
-        elif n["location"]:
-            scope = n["location"]
-        nodes.append({"id": n["id"], "op": n["op"], "shape": n["shape"], "cell": cell, "line": line,
+        elif n.location:
+            scope = n.location
+        nodes.append({"id": n.id, "op": n.op, "shape": n.shape, "cell": cell, "line": line,
                       "code": code, "scope": scope, "kernel": kernel})
-        edges.extend([src, n["id"]] for src in n["operands"])
-        if n["root"] is not None:
-            roots.append(n["id"])
+        edges.extend([src, n.id] for src in n.operands)
+        if n.root is not None:
+            roots.append(n.id)
     with_kernel = sum(1 for n in nodes if n["kernel"])
     computing = sum(1 for n in nodes if n["op"] != "xla::device_data")
     return {"name": art.graph_name or art.graph_hash[:12], "hash": art.graph_hash, "nodes": nodes, "edges": edges,

@@ -1,20 +1,38 @@
-"""Rebuild the captured lazy graph from XLA's pre-optimization HLO, in torch_xla's IR text format.
+"""The captured lazy graph, rebuilt from XLA's pre-optimization HLO.
 
 torch_xla can write the IR text of every sync (``XLA_SAVE_TENSORS_FILE``), but it does so for cache
 hits too and costs more than the steps themselves in a fast loop, so xla_lab leaves it off by default
 (``XLA_LAB_IR_LOG=1`` turns it on). Without it, the graph is rebuilt from the HLO XLA was given: each
 lazy-IR op lowers to a few HLO instructions that carry the same ``op_type`` and source location
 (``XLA_HLO_DEBUG``), so connected instructions with equal metadata are merged back into one node.
+(The graph's text form is ``capture/ir_graph.py``'s.)
 """
 
 from __future__ import annotations
 
 import os
-import re
+from dataclasses import dataclass, field
 
-from xla_lab.hlo.parser import HloModule, Instruction, parse_module
+from .parser import HloModule, Instruction
 
-HEADER = "IR (rebuilt from the HLO before optimization) {"
+INPUT_OP = "xla::device_data"
+
+
+@dataclass
+class IrNode:
+    """One node of the lazy graph, as torch_xla's IR text names it."""
+
+    id: int
+    op: str  # "aten::gelu", "xla::device_data"
+    shape: str  # "f32[8,16]"
+    operands: list[int] = field(default_factory=list)
+    location: str | None = None  # innermost source frame, "model.py:12"
+    hlo: list[str] = field(default_factory=list)  # rebuilt graphs: the pre-optimization HLO instructions
+    root: int | None = None  # output index, for the graph's outputs
+
+    @property
+    def is_input(self) -> bool:
+        return self.op == INPUT_OP
 
 
 def _op(op_type: str) -> str:
@@ -22,9 +40,8 @@ def _op(op_type: str) -> str:
     return f"{namespace}::{name}" if sep else op_type
 
 
-def ir_nodes_from_module(module: HloModule) -> list[dict]:
-    """The lazy-IR nodes rebuilt from the entry computation: {id, op, shape, operands, location,
-    hlo (member instruction names), root (output index or None)}, operands before users."""
+def nodes_from_module(module: HloModule) -> list[IrNode]:
+    """The lazy-IR nodes rebuilt from the entry computation, operands before users."""
     entry = module.entry.instructions
     roots = []
     for i in entry:
@@ -65,45 +82,8 @@ def ir_nodes_from_module(module: HloModule) -> list[dict]:
                 if o in group_of and o not in names:
                     operands.setdefault(number[group_of[o]], None)
         src = last.source
-        nodes.append({
-            "id": number[g],
-            "op": _op(last.op_type) if last.op_type else f"xla::{last.opcode}",
-            "shape": last.shape_text,
-            "operands": list(operands),
-            "location": f"{os.path.basename(src[0])}:{src[1]}" if src else None,
-            "hlo": [m.name for m in members],
-            "root": root_index.get(g),
-        })
+        nodes.append(IrNode(id=number[g], op=_op(last.op_type) if last.op_type else f"xla::{last.opcode}",
+                            shape=last.shape_text, operands=list(operands),
+                            location=f"{os.path.basename(src[0])}:{src[1]}" if src else None,
+                            hlo=[m.name for m in members], root=root_index.get(g)))
     return nodes
-
-
-def ir_text_from_hlo(hlo_before: str) -> str:
-    return format_ir_text(ir_nodes_from_module(parse_module(hlo_before)))
-
-
-def format_ir_text(nodes: list[dict]) -> str:
-    """Rebuilt nodes in torch_xla's IR text format (with each node's HLO instructions)."""
-    lines = [HEADER]
-    for n in nodes:
-        line = f"  %{n['id']} = {n['shape']} {n['op']}({', '.join(f'%{o}' for o in n['operands'])})"
-        if n["location"]:
-            line += f", location={n['location']}"
-        line += f", hlo={','.join(n['hlo'])}"
-        if n["root"] is not None:
-            line += f", ROOT={n['root']}"
-        lines.append(line)
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
-_NODE_HLO = re.compile(r"^\s*%(\d+) = .*?, hlo=([\w.\-,]+)")
-
-
-def hlo_index_from_ir_text(ir_text: str) -> dict[int, list[str]]:
-    """IR node id -> the pre-optimization HLO instructions it lowered to (rebuilt graphs only)."""
-    out = {}
-    for line in ir_text.splitlines():
-        m = _NODE_HLO.match(line)
-        if m:
-            out[int(m[1])] = [n for n in m[2].split(",") if n]
-    return out
