@@ -171,9 +171,7 @@ torch_xla.sync()
             result = ip.run_cell(line)
         assert isinstance(result.error_in_exec, UsageError) and message in str(result.error_in_exec), result.error_in_exec
     assert len(xla_lab.queue().jobs) == jobs
-    from xla_lab.precompile import queue as queue_mod
-
-    queue_mod._STEPS.pop("shape_step", None)
+    xla_lab.queue().marked.pop("shape_step", None)
 
 
 def test_a_cell_that_does_not_parse_shows_its_line_only(ip):

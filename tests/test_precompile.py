@@ -38,8 +38,6 @@ def batch(n):
 def queue(ip):
     """The kernel's queue, with the idle timer out of the way (tests run jobs explicitly) and the
     marked steps of the test forgotten afterwards."""
-    from xla_lab.precompile import queue as queue_mod
-
     q = xla_lab_queue()
     delay = q.idle_delay
     q.idle_delay = 1e6
@@ -47,7 +45,7 @@ def queue(ip):
     q.wait_idle(timeout=120)
     q.idle_delay = delay
     q.paused = False
-    queue_mod._STEPS.clear()
+    q.marked.clear()
     q.jobs.clear()
     q._unclaimed.clear()
 

@@ -370,8 +370,6 @@ def test_interrupt_while_a_cell_waits_for_a_queue_job(ip, probe, fresh_dim, caps
     background compile fails or crashes). Now the wait goes on, says why, and the interrupt reaches
     the cell after the job: the cell raises KeyboardInterrupt without running.
     (tests/test_kernel_queue.py does the same in real kernels, at several moments.)"""
-    from xla_lab.precompile import queue as queue_mod
-
     q = xla_lab.queue()
     delay, q.idle_delay = q.idle_delay, 1e6
     h = fresh_dim + 2
@@ -430,7 +428,7 @@ def qstep(model, opt, x, y):
     finally:
         q.wait_idle(timeout=120)
         q.idle_delay = delay
-        queue_mod._STEPS.clear()
+        q.marked.clear()
         q.jobs.clear()
         q._unclaimed.clear()
     _workbench_is_clean()
@@ -512,8 +510,6 @@ def test_train_loop_is_bitwise_identical_under_xla_cells(ip, tmp_path):
 
 
 def test_train_loop_is_bitwise_identical_with_the_queue_on(ip, tmp_path):
-    from xla_lab.precompile import queue as queue_mod
-
     q = xla_lab.queue()
     delay, q.idle_delay = q.idle_delay, 1e6
     try:
@@ -532,7 +528,7 @@ def test_train_loop_is_bitwise_identical_with_the_queue_on(ip, tmp_path):
     finally:
         q.wait_idle(timeout=120)
         q.idle_delay = delay
-        queue_mod._STEPS.clear()
+        q.marked.clear()
         q.jobs.clear()
         q._unclaimed.clear()
 

@@ -38,11 +38,19 @@ def last() -> CellCapture:
 
 
 def step(fn=None, **options):
-    """Mark a step function for the precompile queue: ``@xla_lab.step`` or ``@xla_lab.step(buckets=...)``.
-    Its state must come through its arguments; see ``xla_lab.precompile.step.step`` for the options."""
-    from xla_lab.precompile.step import step as _step
+    """Mark a function that runs a training or eval step for the precompile queue: ``@xla_lab.step``
+    or ``@xla_lab.step(buckets=...)``. Its state must come through its arguments; see
+    ``xla_lab.precompile.marked.mark`` for the options."""
+    if fn is None:
+        return lambda f: step(f, **options)
+    from xla_lab import session
+    from xla_lab.precompile.marked import mark
 
-    return _step(fn, **options)
+    marked = mark(fn, **options)
+    s = session.current()
+    if s is not None and s.queue is not None:  # (marked before %load_ext: found in the namespace then)
+        s.queue.add(marked)
+    return marked
 
 
 def queue():

@@ -1,5 +1,6 @@
-"""How xla_lab hooks into IPython: one table of event callbacks, and the gate that keeps user code from
-running beside a precompile job.
+"""How xla_lab hooks into IPython: one table of event callbacks (``EVENTS``), the gate that keeps user
+code from running beside a precompile job, which cell is running, and the syntax check of ``%%xla``
+cells.
 
 The gate is an AST transformer, because IPython runs AST transformers for every execution (silent
 ones from variable inspectors too) after ``pre_execute`` and ``pre_run_cell`` and right before the
@@ -134,17 +135,59 @@ def check_xla_cell_syntax(lines: list[str]) -> list[str]:
 check_xla_cell_syntax.has_side_effects = True  # (IPython's completeness check must not run it)
 
 
-def _events():
-    from xla_lab.magics import after_cell, forget_cell, remember_cell
+class CellTracker:
+    """Which execution is running: IPython numbers a cell before running it, and only the cell's
+    ExecutionInfo (``pre_run_cell``) says whether it counts (``store_history``) and which notebook
+    cell it is (``cell_id``). After a cell that was not ``%%xla``, keep the HLO of the graphs it
+    compiled and keep the dump directory and logs from growing."""
 
-    return (("pre_execute", GATE.before_execution), ("pre_execute", forget_cell),
-            ("pre_run_cell", remember_cell), ("post_run_cell", after_cell),
-            ("post_execute", GATE.after_execution))
+    def __init__(self):
+        self.info = None  # ExecutionInfo of the running cell (None for silent executions)
+        self.xla = False  # the running execution is a %%xla cell
+        self.progress = None  # its live compile progress, if shown (stopped here if the cell could not)
+
+    # pre_execute (fires for silent executions too, which skip pre_run_cell)
+    def before_execution(self) -> None:
+        self.info, self.xla = None, False
+
+    # pre_run_cell
+    def remember(self, info) -> None:
+        self.info = info
+
+    def xla_cell_started(self) -> None:
+        self.xla = True
+
+    # post_run_cell
+    def after_cell(self, result=None) -> None:
+        progress, self.progress = self.progress, None
+        if progress is not None:  # (normally stopped already, before the capture)
+            progress.stop()
+        if self.xla:
+            return
+        from xla_lab import cell_run
+
+        if result is not None and getattr(result, "error_in_exec", None) is not None:
+            from IPython import get_ipython
+
+            cell_run.repair_lost_tensors(get_ipython(), result.error_in_exec)  # a plain cell's graph may have failed
+        s = session_mod.current()
+        if s is not None:
+            try:
+                s.absorb_outside_work()
+            except Exception as exc:  # never disturb the user's cell for this
+                print(f"xla_lab: could not read XLA's output after the cell: {exc}", file=sys.stderr)
+
+
+CELLS = CellTracker()
+# The event table: xla_lab's only IPython callbacks, registered and unregistered from here.
+EVENTS = (("pre_execute", GATE.before_execution), ("pre_execute", CELLS.before_execution),
+          ("pre_run_cell", CELLS.remember), ("post_run_cell", CELLS.after_cell),
+          ("post_execute", GATE.after_execution))
 
 
 def register(ipython) -> None:
     """Register xla_lab's event callbacks and the gate (once, however often the extension loads)."""
-    for event, callback in _events():
+    for event, callback in EVENTS:
         if callback not in ipython.events.callbacks[event]:
             ipython.events.register(event, callback)
     if GATE not in ipython.ast_transformers:
@@ -154,7 +197,7 @@ def register(ipython) -> None:
 
 
 def unregister(ipython) -> None:
-    for event, callback in _events():
+    for event, callback in EVENTS:
         if callback in ipython.events.callbacks[event]:
             ipython.events.unregister(event, callback)
     if GATE in ipython.ast_transformers:

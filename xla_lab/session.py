@@ -41,12 +41,11 @@ class Session:
 
     def start_queue(self, namespace=None):
         """The precompile queue of this kernel (made once)."""
-        from xla_lab.precompile import queue as queue_mod
+        from xla_lab.precompile.queue import PrecompileQueue
 
         if self.queue is None:
             variables = namespace if callable(namespace) or namespace is None else (lambda: namespace)
-            self.queue = queue_mod.get(lambda: queue_mod.PrecompileQueue(
-                lambda: self.absorb_outside_work(claim=False), variables))
+            self.queue = PrecompileQueue(lambda: self.absorb_outside_work(claim=False), variables)
             self.queue.persistent_cache = self.runtime.persistent_cache
         return self.queue
 
@@ -58,7 +57,7 @@ class Session:
 
     def loaded(self, namespace) -> None:
         """``%load_ext xla_lab`` (again): the queue works again, unless the user had paused it."""
-        self.start_queue(namespace)
+        self.start_queue(namespace).adopt(namespace)
         if self._unload_paused_queue:
             self._unload_paused_queue = False
             self.queue.resume()

@@ -22,13 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .step import StepCall, StepFunction, state_fingerprint
+from .marked import MarkedCall, MarkedFunction, state_fingerprint
 
 
 @dataclass
 class Variant:
-    step: StepFunction
-    call: StepCall  # whose arguments the shadow copies
+    step: MarkedFunction
+    call: MarkedCall  # whose arguments the shadow copies
     shapes: dict[str, tuple[int, ...]]  # every XLA tensor argument's shape in this variant
     training: bool | None
     reason: str
@@ -47,7 +47,7 @@ class Variant:
         return f"{self.step.name}({shapes}){' ' + mode if mode else ''}"
 
 
-def call_key(call: StepCall) -> tuple:
+def call_key(call: MarkedCall) -> tuple:
     """The key of what a real call compiled (its state before the call)."""
     return (call.step.name, id(call.step), call.state_before, tuple(sorted(call.shapes.items())),
             call.training)
@@ -112,7 +112,7 @@ def _with_dim(shapes: dict[str, tuple[int, ...]], dims: dict[str, int], size: in
     return out
 
 
-def plan(steps: list[StepFunction], namespace: dict[str, Any] | None = None) -> list[Variant]:
+def plan(steps: list[MarkedFunction], namespace: dict[str, Any] | None = None) -> list[Variant]:
     """Variants worth compiling now, most likely first (duplicates removed, already-run ones kept:
     the queue drops those it has seen)."""
     out: list[Variant] = []
@@ -173,17 +173,17 @@ def plan(steps: list[StepFunction], namespace: dict[str, Any] | None = None) -> 
     return list(unique.values())
 
 
-def _typical(step: StepFunction) -> StepCall:
+def _typical(step: MarkedFunction) -> MarkedCall:
     """The latest of the step's recent calls with the largest batch: a short last batch is a poor
     guess for the shapes of another step."""
-    def batch(call: StepCall) -> int:
+    def batch(call: MarkedCall) -> int:
         return max((v[0] for v in call.shapes.values() if v), default=0)
 
     biggest = max(batch(c) for c in step.calls)
     return [c for c in step.calls if batch(c) == biggest][-1]
 
 
-def _mode(step: StepFunction, current: bool | None) -> bool | None:
+def _mode(step: MarkedFunction, current: bool | None) -> bool | None:
     if step.mode == "train":
         return True
     if step.mode == "eval":
@@ -191,11 +191,11 @@ def _mode(step: StepFunction, current: bool | None) -> bool | None:
     return current
 
 
-def _borrow(step: StepFunction, call: StepCall) -> Variant:
+def _borrow(step: MarkedFunction, call: MarkedCall) -> Variant:
     """``step`` run with the arguments of another step's call, matched by parameter name."""
     bound = call.bound()
     names = [n for n in step.parameters if n in bound]
-    borrowed = StepCall(step, tuple(bound[n] for n in names), {}, names,
+    borrowed = MarkedCall(step, tuple(bound[n] for n in names), {}, names,
                         {n: call.shapes[n] for n in names if n in call.shapes},
                         call.training, call.state_after, call.state_after, seq=call.seq)
     return Variant(step, borrowed, dict(borrowed.shapes), _mode(step, call.training),

@@ -34,19 +34,9 @@ from typing import Callable
 from .job_output import with_private_print
 from .planner import Variant, call_key, plan
 from .shadow import RngState, build_shadow
-from .step import StepCall, StepFunction, _in_job
+from .marked import MarkedCall, MarkedFunction, running_in_job
 
 STATES = ("pending", "running", "compiled", "cached", "failed")
-
-# Marked steps of this process by name (a re-run definition replaces the old one).
-_STEPS: dict[str, StepFunction] = {}
-_QUEUE: "PrecompileQueue | None" = None
-
-
-def register(step: StepFunction) -> None:
-    _STEPS[step.name] = step
-    if _QUEUE is not None:
-        _QUEUE.watch(step)
 
 
 @dataclass
@@ -108,21 +98,31 @@ class PrecompileQueue:
         self._due = 0.0
         self._current: Job | None = None
         self._numbers = 0
-        for step in _STEPS.values():
-            self.watch(step)
+        self.marked: dict[str, MarkedFunction] = {}  # by name: a re-run definition replaces the old one
 
-    # --- what the user ran ---------------------------------------------------------------------
-    def watch(self, step: StepFunction) -> None:
-        if self._on_call not in step.listeners:
-            step.listeners.append(self._on_call)
-        for call in step.calls:
+    # --- what the user marked and ran ----------------------------------------------------------
+    def add(self, fn: MarkedFunction) -> None:
+        """Watch a marked function (``xla_lab.step`` calls this)."""
+        old = self.marked.get(fn.name)
+        if old is not None and old is not fn and self._on_call in old.listeners:
+            old.listeners.remove(self._on_call)
+        self.marked[fn.name] = fn
+        if self._on_call not in fn.listeners:
+            fn.listeners.append(self._on_call)
+        for call in fn.calls:
             self._on_call(call)
 
-    def _on_call(self, call: StepCall) -> None:
+    def adopt(self, namespace: dict) -> None:
+        """Watch the marked functions of a namespace (marked before xla_lab was loaded)."""
+        for value in list(namespace.values()):
+            if isinstance(value, MarkedFunction) and self.marked.get(value.name) is not value:
+                self.add(value)
+
+    def _on_call(self, call: MarkedCall) -> None:
         self._seen.add(call_key(call))
 
-    def steps(self) -> list[StepFunction]:
-        return list(_STEPS.values())
+    def steps(self) -> list[MarkedFunction]:
+        return list(self.marked.values())
 
     # --- planning --------------------------------------------------------------------------------
     def plan(self) -> list[Job]:
@@ -142,7 +142,7 @@ class PrecompileQueue:
             self._notify()
         return added
 
-    def add_variant(self, step: StepFunction, shapes: dict[str, tuple[int, ...]], reason: str = "added by hand") -> Job:
+    def add_variant(self, step: MarkedFunction, shapes: dict[str, tuple[int, ...]], reason: str = "added by hand") -> Job:
         """Queue ``step`` with these argument shapes (borrowing the arguments of its last call)."""
         if not step.calls:
             raise ValueError(f"{step.name} has not run yet: run it once so xla_lab knows its arguments")
@@ -387,13 +387,10 @@ class PrecompileQueue:
             job.phase = "tracing"
             self._notify()
             step_fn = with_private_print(variant.step.fn, printed)
-            _in_job.active = True
-            try:
+            with running_in_job():
                 # The result stays alive through the sync, as in ``loss = step(...)``: a live
                 # tensor is a graph output, and outputs are part of the graph's hash.
                 result = step_fn(*shadow.args, **shadow.kwargs)
-            finally:
-                _in_job.active = False
             if self._busy and not in_foreground:  # a cell is waiting: drop the traced work, do not compile it
                 shadow.release()
                 shadow = result = None
@@ -446,10 +443,3 @@ def _pending_lazy_work() -> bool:
     import torch_xla
 
     return any(torch_xla._XLAC._check_device_tensor_need_materialization(""))
-
-
-def get(create: Callable[[], PrecompileQueue] | None = None) -> PrecompileQueue | None:
-    global _QUEUE
-    if _QUEUE is None and create is not None:
-        _QUEUE = create()
-    return _QUEUE

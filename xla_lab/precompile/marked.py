@@ -1,4 +1,6 @@
-"""``@xla_lab.step``: mark a training or eval step so the precompile queue can run it on shadow state.
+"""``@xla_lab.step`` marks a function that runs a training or eval step (a ``MarkedFunction``), so the
+precompile queue can run it on shadow state. ("Step" alone, elsewhere in xla_lab, is one sync of the
+lazy graph: a ``StepRecord``.)
 
 The rule a step must follow: **its state comes through its arguments** (modules, optimizers, tensors)
 **and it writes no globals**. Then a precompile job can copy the arguments, run the step on the copy
@@ -9,6 +11,7 @@ rule; such steps still run normally, they are just never precompiled.
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import functools
 import inspect
@@ -22,7 +25,7 @@ import torch
 
 from .shadow import is_xla_tensor, reachable_tensors
 
-_in_job = threading.local()  # set while a precompile job runs a step on a shadow
+_in_job = threading.local()  # set while a precompile job runs a marked function on a shadow
 _call_numbers = itertools.count()
 
 
@@ -30,11 +33,21 @@ def in_job() -> bool:
     return getattr(_in_job, "active", False)
 
 
+@contextlib.contextmanager
+def running_in_job():
+    """While a precompile job calls a marked function on its shadow: calls are not recorded."""
+    _in_job.active = True
+    try:
+        yield
+    finally:
+        _in_job.active = False
+
+
 @dataclass
-class StepCall:
+class MarkedCall:
     """What a step was called with: enough to build a shadow and to name its variants."""
 
-    step: "StepFunction"
+    step: "MarkedFunction"
     args: tuple
     kwargs: dict
     names: list[str]  # parameter names of the positional args
@@ -67,7 +80,7 @@ def module_mode(values: list[Any]) -> bool | None:
     return None
 
 
-class StepFunction:
+class MarkedFunction:
     """A step function that records its calls for the precompile planner. Calling it calls ``fn``."""
 
     def __init__(self, fn: Callable, *, buckets: list[int] | None = None,
@@ -89,8 +102,8 @@ class StepFunction:
         self.mode = mode
         self.loaders = list(loaders or [])
         self.problems = check_rule(fn)
-        self.calls: list[StepCall] = []  # the last few calls
-        self.listeners: list[Callable[[StepCall], None]] = []
+        self.calls: list[MarkedCall] = []  # the last few calls
+        self.listeners: list[Callable[[MarkedCall], None]] = []
         for name in self.bucket_dims:
             if name not in self.parameters:
                 raise ValueError(f"bucket_dims names {name!r}, which is not a parameter of {self.name}")
@@ -103,7 +116,7 @@ class StepFunction:
         bound = dict(zip(names, args))
         bound.update(kwargs)
         try:
-            call = StepCall(self, args, kwargs, names,
+            call = MarkedCall(self, args, kwargs, names,
                             {k: tuple(v.shape) for k, v in bound.items() if is_xla_tensor(v)},
                             module_mode(values), state_fingerprint(values), seq=next(_call_numbers))
         except Exception:  # arguments the queue cannot read: the step runs unrecorded, its errors its own
@@ -125,8 +138,9 @@ class StepFunction:
         return self if obj is None else types.MethodType(self, obj)
 
 
-def step(fn: Callable | None = None, **options):
-    """Decorator: ``@xla_lab.step`` or ``@xla_lab.step(buckets=[64, 128, 256], bucket_dims={'x': 1})``.
+def mark(fn: Callable | None = None, **options):
+    """The decorator: ``@mark`` or ``@mark(buckets=[64, 128, 256], bucket_dims={'x': 1})``
+    (``xla_lab.step`` also tells the kernel's precompile queue).
 
     Options: ``buckets`` (sizes a dimension takes, e.g. sequence lengths) with ``bucket_dims``
     (argument name -> dimension index); ``variants`` (list of {argument: shape} to precompile);
@@ -134,12 +148,8 @@ def step(fn: Callable | None = None, **options):
     for their last short batch; DataLoaders in the notebook's namespace are found without it).
     """
     if fn is None:
-        return lambda f: step(f, **options)
-    from . import queue as queue_mod
-
-    wrapped = StepFunction(fn, **options)
-    queue_mod.register(wrapped)
-    return wrapped
+        return lambda f: mark(f, **options)
+    return MarkedFunction(fn, **options)
 
 
 # --- the rule ---------------------------------------------------------------------------------

@@ -1,0 +1,174 @@
+"""One run of a ``%%xla`` cell, start to end: compile the cell's code, record it (``CellRecorder``),
+run it in the notebook's namespace, sync what it left pending, repair tensors a failed graph lost,
+and add the capture to the session's history. The result is a ``CellRun`` (the capture, the value of
+the last expression, the error to raise as the cell's); ``magics.py`` only parses options and
+displays it.
+
+Interrupts: SIGINT is held while xla_lab sets up the recording (an interrupt there would leave the
+sync hook half set up) and from the end of the cell's code until the capture is recorded (typically
+an interrupt while the end-of-cell sync compiles: XLA's compile does not see it, Python raises it
+when the compile returns, inside xla_lab); a held interrupt becomes the cell's KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from xla_lab.capture.analysis import CellFiles
+from xla_lab.capture.records import CellCapture
+from xla_lab.interrupts import HeldInterrupts
+
+RECORDING_NOTE = ("interrupted; the cell stops once xla_lab has finished its sync and its capture "
+                  "(a running XLA compile cannot be stopped)")
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
+@dataclass
+class CellOptions:
+    name: str | None = None  # names the cell's graphs (%%xla -n)
+    track_lines: str = "auto"  # "auto" | "always"
+    no_sync: bool = False  # leave pending work lazy
+
+
+@dataclass
+class CellRun:
+    capture: CellCapture
+    result: Any = None  # the value of the cell's last expression
+    error: BaseException | None = None  # raise this as the cell's own (its traceback starts in the cell)
+
+
+class GraphRunError(RuntimeError):
+    """XLA failed while running a graph of the cell (e.g. out of memory): the sync had returned, the
+    failure shows when xla_lab waits for the device at the end of the cell."""
+
+
+def run_cell(shell, session, source: str, options: CellOptions, info=None,
+             progress: Callable | None = None) -> CellRun:
+    """``info``: IPython's ExecutionInfo of the execution (from ``pre_run_cell``), if any;
+    ``progress(recorder)``: starts a live view of compiles and returns something with ``stop()``."""
+    __tracebackhide__ = True  # noqa: F841
+    count = shell.execution_count - 1 if getattr(info, "store_history", False) else shell.execution_count
+    filename = shell.compile.cache(source, count)  # registers the source for tracebacks
+    tree = ast.parse(source, filename=filename)  # (cells were checked by hooks.check_xla_cell_syntax)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    body = compile(tree, filename, "exec", flags=shell.compile.flags, dont_inherit=True)
+    expr = None
+    if last is not None:
+        expr = compile(ast.Expression(last.value), filename, "eval", flags=shell.compile.flags, dont_inherit=True)
+    watch = None
+    with HeldInterrupts(RECORDING_NOTE) as held:
+        session.absorb_outside_work()  # e.g. silent executions since the last cell
+        recorder = session.recorder(cell_id=cell_id(shell, source, info), execution_count=count, source=source,
+                                    cell_file=filename, graph_name=graph_name(options.name, count),
+                                    track_lines=options.track_lines, cells=CellFiles.from_shell(shell, filename, count))
+        recorder.named = bool(options.name)
+        recorder.start()
+        watch = progress(recorder) if progress is not None else None
+    error: BaseException | None = None
+    result = None
+    if held.interrupted:
+        error = KeyboardInterrupt("interrupted before the cell's code ran")
+    else:
+        try:
+            exec(body, shell.user_ns)
+            if expr is not None:
+                result = eval(expr, shell.user_ns)
+        except BaseException as exc:  # KeyboardInterrupt too: record, then raise as the cell's
+            error = exc
+    with HeldInterrupts(RECORDING_NOTE) as held:
+        # XLA rejected a graph in the cell (even one the user caught): later syncs must work.
+        repair_lost_tensors(shell, error, recorder.capture)
+        if not options.no_sync:
+            try:
+                recorder.final_sync()
+            except Exception as exc:
+                if error is None:
+                    error = exc
+                else:
+                    recorder.capture.notes.append(f"the final sync after the error also failed: {exc}")
+                repair_lost_tensors(shell, exc, recorder.capture)
+        if held.interrupted and error is None:
+            error = KeyboardInterrupt("interrupted during the end-of-cell sync (XLA ends a compile "
+                                      "before it sees an interrupt)")
+        if watch is not None:
+            watch.stop()
+        capture = recorder.finish(error)
+        if recorder.device_error is not None:  # a graph of the cell failed while running
+            repair_lost_tensors(shell, recorder.device_error, capture)
+            if error is None:
+                error = GraphRunError(f"XLA failed while running the cell's graph: {recorder.device_error}")
+        wait = session.queue.last_wait if session.queue is not None else None
+        if wait is not None and wait.seconds >= 0.05:
+            capture.notes.append(f"the cell waited {wait.seconds:.3f} s for the precompile job {wait.job} "
+                                 "to finish compiling before it started")
+        session.add(capture)
+    if held.interrupted and error is None:
+        error = KeyboardInterrupt("interrupted after the cell's code had run (the capture is recorded)")
+    if error is not None:
+        error = error.with_traceback(user_traceback(error.__traceback__, filename))
+    return CellRun(capture, result, error)
+
+
+def repair_lost_tensors(shell, error: BaseException | None = None, capture: CellCapture | None = None) -> None:
+    """After a failed sync or run: see capture/recovery.py (torch_xla loses the tensors of a graph XLA
+    rejects or fails to run; left alone they break every later sync or crash the kernel). A
+    ``RuntimeError`` may be XLA reporting a failed run: only then is the heap scanned for the
+    placeholders it left. The note goes to the capture (if any) and to stderr."""
+    from xla_lab.capture.recovery import repair_lost_tensors as repair
+
+    run_failed = isinstance(error, RuntimeError)
+    try:
+        note = repair(getattr(shell, "user_ns", None), str(error) if error else None, run_failed)
+    except Exception as exc:  # never hide the user's error behind ours
+        note = f"could not check for tensors lost by the failed sync: {type(exc).__name__}: {exc}"
+    if note:
+        if capture is not None:
+            capture.notes.append(note)
+        print(f"xla_lab: {note}", file=sys.stderr)
+
+
+def user_traceback(tb, filename: str):
+    """The traceback from the user's cell on, without xla_lab's own frames at its end (the sync hook
+    wraps ``torch_xla.sync``: a failing sync must end at torch_xla's frame, as without xla_lab)."""
+    first = tb
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    if tb is None:
+        return first
+    last_outside = None
+    entry = tb
+    while entry is not None:
+        if not entry.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            last_outside = entry
+        entry = entry.tb_next
+    if last_outside is not None:
+        last_outside.tb_next = None
+    return tb
+
+
+def cell_id(shell, source: str, info=None) -> str:
+    """JupyterLab sends the cell's id with each execute request. Without one (nbclient, nbval, the
+    terminal) the source stands in: re-running an unchanged cell is then the same cell, which is what
+    recompile explanations compare with."""
+    if getattr(info, "cell_id", None):
+        return str(info.cell_id)
+    try:
+        parent = shell.kernel.get_parent()
+        found = (parent or {}).get("metadata", {}).get("cellId")
+        if found:
+            return str(found)
+    except Exception:
+        pass
+    return "source-" + hashlib.sha1(source.encode()).hexdigest()[:12]
+
+
+def graph_name(name: str | None, count) -> str:
+    if name:
+        return re.sub(r"[^A-Za-z0-9_]", "_", name)[:64] or "cell"
+    return f"cell_{count}"
