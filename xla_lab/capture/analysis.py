@@ -12,16 +12,18 @@ import gc
 import linecache
 import os
 
+from xla_lab.hlo.constants import large_constants
 from xla_lab.hlo.fusion_map import build_fusion_map
 from xla_lab.hlo.lazy_graph import IrNode, nodes_from_module
 from xla_lab.hlo.memory import memory_summary
 from xla_lab.hlo.node_kernels import node_kernels
 from xla_lab.hlo.parser import HloModule, HloParseError, parse_module
 from xla_lab.hlo.proto_frames import ProtoError, PyFrame, instruction_stacks
-from xla_lab.hlo.recompile import graph_signature
+from xla_lab.hlo.signature import graph_signature
 from xla_lab.hlo.sharding import ShardingParseError, spmd_summary
 
 from .ir_graph import format_ir_text
+from .recompile import describe_line
 from .records import GraphArtifacts
 
 
@@ -53,8 +55,9 @@ class CellFiles:
 
 def analyze(art: GraphArtifacts, proto_before: bytes | None, proto_after: bytes | None,
             cells: CellFiles) -> list[str]:
-    """Fill ``art.fusions``, ``art.memory``, ``art.signature`` and (unless torch_xla's own IR text is
-    there) ``art.ir_text`` rebuilt from the HLO. Returns problems worth a note.
+    """Fill ``art.fusions``, ``art.memory``, ``art.signature``, ``art.large_constants``, ``art.spmd``,
+    ``art.node_info`` and (unless torch_xla's own IR text is there) ``art.ir_text`` rebuilt from the
+    HLO. Returns problems worth a note.
 
     Call stacks are read from the pre-optimization proto only (small; the optimized one of a large
     model is 10x bigger and slow to decode in Python). Optimized instructions keep their op's
@@ -107,8 +110,15 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
         traced = []
         for n in nodes:
             where = next((ln for ln in map(first_line, n.hlo) if ln), None)
-            traced.append({"op": n.op, "shape": n.shape, "where": _describe(where) if where else n.location})
-        art.signature = graph_signature(before, traced, first_line)
+            traced.append({"op": n.op, "shape": n.shape, "where": describe_line(where) if where else n.location})
+
+        def where_of(ins) -> str | None:
+            ln = first_line(ins.name)
+            return describe_line(ln) if ln else (_short(ins.source) if ins.source else None)
+
+        art.signature = graph_signature(before, traced, where_of)
+        art.large_constants = [{"instruction": ins.name, "shape": ins.shape_text, "bytes": ins.shape.byte_size,
+                                "where": where_of(ins)} for ins in large_constants(before)]
         if after is not None and art.fusions is not None and art.ir_source == "hlo-before":
             art.node_info = node_info(nodes, before, after, art.fusions, stacks_before, cells)
     try:
@@ -225,12 +235,6 @@ def _innermost(ins) -> str | None:
 @functools.lru_cache(maxsize=4096)
 def _short(source: tuple[str, int]) -> str:
     return f"{os.path.basename(source[0])}:{source[1]}"
-
-
-def _describe(ln: dict) -> str:
-    from xla_lab.hlo.recompile import describe_line
-
-    return describe_line(ln)
 
 
 def _source(module: HloModule, name: str, lines_of) -> dict | None:

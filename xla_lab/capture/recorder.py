@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from .dumps import DumpDirectory
 from .analysis import CellFiles, analyze
 from .metrics import NOT_FALLBACKS, MetricsDelta, MetricsSnapshot, Sample
-from xla_lab.hlo.recompile import explain
+from .recompile import explain
 
 from .records import TIMING_KEYS, CellCapture, StepRecord
 from .store import ArtifactStore

@@ -42,6 +42,8 @@ class GraphArtifacts:
     fusions: list[dict] | None = None  # kernels of the optimized module (hlo/fusion_map.py Kernel)
     memory: dict | None = None  # peak / parameter / output / temp bytes, largest buffers
     signature: dict | None = None  # inputs, baked constants, ops, outputs: what recompiles compare
+    # constants of 1 MiB or more baked into the graph (hlo/constants.py): [{instruction, shape, bytes, where}]
+    large_constants: list[dict] | None = None
     # Per node of the rebuilt graph (ir_source "hlo-before"), by node id: {"ids": [node id],
     # "kernel": [kernel name | None], "scope": [index into "scopes" | -1], "scopes": [str],
     # "line": [index into "lines" | -1], "lines": [{"cell", "line", "code"}]}, the lists parallel to
@@ -290,7 +292,9 @@ _SPMD = {"devices": (int,), "memory_per_device?": (bool,),
                           "group_size": (int,), "lines": [_LINE], "lines_inferred?": (bool,),
                           "sources?": [(str,)]}]}
 _NESTED = {
-    GraphArtifacts: {"fusions": [_KERNEL], "memory": _MEMORY, "spmd": _SPMD},
+    GraphArtifacts: {"fusions": [_KERNEL], "memory": _MEMORY, "spmd": _SPMD,
+                     "large_constants": [{"instruction": (str,), "shape": (str,), "bytes": _NUM,
+                                          "where?": (str, _NONE)}]},
     StepRecord: {"timings": ("map", (int, float, _NONE)), "fallback_ops": ("map", (int,))},
     CellCapture: {"notes": [(str,)], "fallback_ops": ("map", (int,)), "outside_steps": ("map", _NUM),
                   "metrics": ("map", (int, float, str, list, dict, _NONE))},

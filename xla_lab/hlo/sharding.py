@@ -223,50 +223,6 @@ def _groups(ins: Instruction) -> list[list[int]]:
     return [[int(x) for x in g.split(",") if x.strip()] for g in re.findall(r"\{([\d,\s]*)\}", text)]
 
 
-# --- a picture of which device holds which block ----------------------------------------------
-
-def mesh_text(tensor: ShardedTensor | dict) -> str:
-    """A grid of the tensor's blocks, each cell naming the devices that hold it (2-D view: the first
-    two split dimensions; 1-D tensors are one row)."""
-    t = tensor if isinstance(tensor, dict) else tensor.to_dict()
-    if not t["blocks"]:
-        return f"{t['shape']}: {t['layout']} (every device holds all of it)"
-    tiles = [b["tile"] for b in t["blocks"]]
-    ndim = len(tiles[0])
-    counts = [max(tl[d] for tl in tiles) + 1 for d in range(ndim)]
-    split = [d for d in range(ndim) if counts[d] > 1][:2] or [0]
-    rows_dim = split[0] if len(split) == 2 else None
-    cols_dim = split[-1]
-    grid: dict[tuple[int, int], set[int]] = {}
-    ranges: dict[tuple[int, int], tuple] = {}
-    for b in t["blocks"]:
-        r = b["tile"][rows_dim] if rows_dim is not None else 0
-        c = b["tile"][cols_dim]
-        grid.setdefault((r, c), set()).update(b["devices"])
-        ranges[(r, c)] = (b["ranges"][rows_dim] if rows_dim is not None else None, b["ranges"][cols_dim])
-    n_rows = counts[rows_dim] if rows_dim is not None else 1
-    n_cols = counts[cols_dim]
-    cells = {k: "dev " + ",".join(map(str, sorted(v))) for k, v in grid.items()}
-    width = max(len(s) for s in cells.values()) + 2
-    col_heads = [f"[{ranges[(0, c)][1][0]}:{ranges[(0, c)][1][1]}]" for c in range(n_cols)]
-    width = max(width, *(len(h) + 2 for h in col_heads))
-    row_heads = [f"[{ranges[(r, 0)][0][0]}:{ranges[(r, 0)][0][1]}]" if rows_dim is not None else ""
-                 for r in range(n_rows)]
-    lead = max((len(h) for h in row_heads), default=0) + 1
-    title = f"{t['shape']} {t['layout']}"
-    if rows_dim is not None:
-        title += f" (rows: dim {rows_dim}, columns: dim {cols_dim})"
-    else:
-        title += f" (dim {cols_dim})"
-    lines = [title, " " * lead + "".join(h.center(width + 1) for h in col_heads)]
-    rule = " " * lead + "+" + "+".join("-" * width for _ in range(n_cols)) + "+"
-    lines.append(rule)
-    for r in range(n_rows):
-        lines.append(row_heads[r].rjust(lead - 1) + " |" + "|".join(cells[(r, c)].center(width) for c in range(n_cols)) + "|")
-        lines.append(rule)
-    return "\n".join(lines)
-
-
 def num_partitions(module: HloModule) -> int:
     try:
         return int(module.attributes.get("num_partitions", "1"))

@@ -22,8 +22,6 @@ from collections import Counter
 
 from xla_lab.capture.ir_graph import parse_ir_text
 from xla_lab.capture.records import CellCapture, GraphArtifacts
-from xla_lab.hlo.recompile import describe_line
-from xla_lab.hlo.shapes import parse_shape
 
 from .annotate import line_kernels
 from .details import fmt_bytes, main_step
@@ -31,8 +29,6 @@ from .summary import notes
 
 SCHEMA = "xla_lab.panel/1"
 MIME = "application/vnd.xla-lab.capture+json"
-# A constant this large baked into a graph is stored in the executable and recompiles on any change.
-HUGE_CONSTANT_BYTES = 1 << 20
 
 
 def panel_model(capture: CellCapture, runs: list[CellCapture] | tuple = ()) -> dict:
@@ -125,64 +121,13 @@ def warnings(c: CellCapture) -> list[str]:
         out.append(f"mid-step sync{times} at {where}: {cause.removeprefix('implicit: ')}; each one cuts the "
                    "graph there and waits for the device (move value reads after torch_xla.sync())")
     for art in c.artifacts().values():
-        for const in huge_constants(art):
-            where = f" at {const['where']}" if const["where"] else ""
+        for const in art.large_constants or []:
+            where = f" at {const['where']}" if const.get("where") else ""
             out.append(f"graph {art.graph_name or art.graph_hash[:12]} bakes a {fmt_bytes(const['bytes'])} constant "
                        f"{const['shape']}{where} into the HLO: it is compiled into the executable and any change "
                        "recompiles; pass it as a device tensor instead")
     out.extend(notes(c))  # CPU fallbacks, the cell's error, capture notes
     return out
-
-
-_CONSTANT = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\S+) constant\(")
-_SOURCE = re.compile(r'source_file="([^"]*)" source_line=(\d+)')
-
-
-def huge_constants(art: GraphArtifacts, limit: int = HUGE_CONSTANT_BYTES) -> list[dict]:
-    """Constants of at least ``limit`` bytes in the HLO before optimization (a scan of the text; the
-    graph signature keeps only scalar constants)."""
-    text = art.hlo_before or ""
-    if " constant(" not in text:
-        return []
-    out = []
-    cell_lines = None
-    for line in text.splitlines():
-        m = _CONSTANT.match(line)
-        if not m:
-            continue
-        try:
-            shape = parse_shape(m[2])
-        except ValueError:
-            continue
-        if shape.is_tuple or shape.byte_size < limit:
-            continue
-        if cell_lines is None:
-            cell_lines = _cell_line_of_instructions(art)
-        where = cell_lines.get(m[1])
-        if where is None:
-            src = _SOURCE.search(line)
-            where = f"{src[1].rsplit('/', 1)[-1]}:{src[2]}" if src else None
-        out.append({"shape": m[2], "bytes": shape.byte_size, "instruction": m[1], "where": where})
-    return out
-
-
-def _cell_line_of_instructions(art: GraphArtifacts) -> dict[str, str]:
-    """Pre-optimization instruction name -> "cell [N] line L (code)" of the graph node it belongs to."""
-    lines = _node_lines(art)
-    out = {}
-    for node_id, names in art.ir_to_hlo().items():
-        if node_id in lines:
-            where = describe_line(lines[node_id])
-            for name in names:
-                out[name] = where
-    return out
-
-
-def _node_lines(art: GraphArtifacts) -> dict[int, dict]:
-    info = art.node_info
-    if not info or "ids" not in info:
-        return {}
-    return {i: info["lines"][k] for i, k in zip(info["ids"], info["line"]) if k >= 0}
 
 
 # --- graphs -------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The compact per-cell summary, as plain text, HTML and a ``rich`` renderable.
 
-One function (``summary_rows``) turns a capture into rows of plain strings; the three renderers only
-lay those rows out. User text (cell source lines, graph names) is escaped in HTML and never
+``sections`` turns a capture into its sections, in order (headline, steps, recompile reasons,
+kernels, memory, SPMD, notes), holding plain strings; the three renderers only lower each section. User text (cell source lines, graph names) is escaped in HTML and never
 interpreted as markup by rich.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from xla_lab.capture.records import CellCapture, StepRecord
 
-from .details import kernel_rows, main_step, memory_line, recompile_lines
+from .details import KernelRow, kernel_rows, main_step, memory_line, recompile_lines
 from .spmd import spmd_lines
 
 MAX_ROWS = 12
@@ -99,31 +99,96 @@ def _spmd(step: StepRecord | None, max_rows: int | None) -> list[str]:
     return spmd_lines(step.artifacts.spmd, pictures=2 if max_rows is not None else 8)
 
 
-# --- plain text ---------------------------------------------------------------------------------
-def to_text(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
-    lines = [headline(c), "  " + totals_line(c)]
+# --- the sections, in order (written once; each renderer lowers them) -----------------------------
+@dataclass
+class Headline:
+    text: str
+    totals: str
+
+
+@dataclass
+class Steps:
+    rows: list[StepRow]
+    more: int  # rows left out (max_rows)
+
+
+@dataclass
+class Recompiles:
+    lines: list[str]
+
+
+@dataclass
+class Kernels:
+    step: int
+    count: int
+    rows: list[KernelRow]
+
+
+@dataclass
+class Memory:
+    step: int
+    line: str
+
+
+@dataclass
+class Spmd:
+    lines: list[str]
+
+
+@dataclass
+class Notes:
+    lines: list[str]
+
+
+def sections(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = True) -> list:
+    """The summary of a capture as sections, in the order every renderer shows them. ``details=False``
+    leaves out the kernels, memory and notes (the panel's static HTML shows them in sections of its
+    own)."""
     rows = summary_rows(c)
+    out: list = [Headline(headline(c), totals_line(c))]
     if rows:
-        lines.append(f"  {'step':<14}{'cache':<11} {'compile':>9} {'execute':>9}  cause / line")
-        for r in rows[:max_rows]:
+        out.append(Steps(rows[:max_rows], len(rows) - max_rows if max_rows is not None and len(rows) > max_rows else 0))
+    out.append(Recompiles(recompile_lines(c)))
+    step = main_step(c)
+    if details and step is not None and step.fusions:
+        out.append(Kernels(step.index, len(step.fusions), kernel_rows(step, top=max_rows and 6)))
+    if details and step is not None and memory_line(step):
+        out.append(Memory(step.index, memory_line(step)))
+    out.append(Spmd(_spmd(step, max_rows)))
+    if details:
+        out.append(Notes(notes(c)))
+    return out
+
+
+# --- plain text ---------------------------------------------------------------------------------
+def _text(part) -> list[str]:
+    if isinstance(part, Headline):
+        return [part.text, "  " + part.totals]
+    if isinstance(part, Steps):
+        lines = [f"  {'step':<14}{'cache':<11} {'compile':>9} {'execute':>9}  cause / line"]
+        for r in part.rows:
             where = f" @ line {r.line}" if r.line else ""
             lines.append(f"  {r.steps:<14}{r.cache:<11} {_fmt_s(r.compile_s):>9} {_fmt_s(r.execute_s):>9}"
                          f"  {r.cause}{where}")
-        if max_rows is not None and len(rows) > max_rows:
-            lines.append(f"  ... {len(rows) - max_rows} more rows (%xla show for all)")
-    for r in recompile_lines(c):
-        lines.append(f"  {r}")
-    step = main_step(c)
-    if step is not None and step.fusions:
-        lines.append(f"  kernels of step {step.index}'s graph ({len(step.fusions)}, by flops):")
-        for k in kernel_rows(step, top=max_rows and 6):
-            lines.append(f"    {k.name:<24} {k.kind:<12} {k.flops:>12} {k.bytes:>10}  {k.ops}  {k.lines}")
-    if step is not None and memory_line(step):
-        lines.append(f"  memory of step {step.index}'s graph: {memory_line(step)}")
-    lines.extend("  " + ln for ln in _spmd(step, max_rows))
-    for n in notes(c):
-        lines.append(f"  note: {n}")
-    return "\n".join(lines)
+        if part.more:
+            lines.append(f"  ... {part.more} more rows (%xla show for all)")
+        return lines
+    if isinstance(part, Recompiles):
+        return [f"  {r}" for r in part.lines]
+    if isinstance(part, Kernels):
+        return [f"  kernels of step {part.step}'s graph ({part.count}, by flops):"] + [
+            f"    {k.name:<24} {k.kind:<12} {k.flops:>12} {k.bytes:>10}  {k.ops}  {k.lines}" for k in part.rows]
+    if isinstance(part, Memory):
+        return [f"  memory of step {part.step}'s graph: {part.line}"]
+    if isinstance(part, Spmd):
+        return ["  " + ln for ln in part.lines]
+    if isinstance(part, Notes):
+        return [f"  note: {n}" for n in part.lines]
+    raise TypeError(part)
+
+
+def to_text(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
+    return "\n".join(line for part in sections(c, max_rows) for line in _text(part))
 
 
 # --- HTML ---------------------------------------------------------------------------------------
@@ -138,78 +203,84 @@ _STYLE = (
 )
 
 
-def to_html(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = True) -> str:
-    """``details=False`` leaves out the kernels, memory and notes (the panel's static HTML shows them
-    in sections of its own)."""
+def _html(part) -> list[str]:
     e = html.escape
-    parts = [_STYLE, '<div class="xla-lab-summary">', f"<div><b>{e(headline(c))}</b></div>",
-             f"<div>{e(totals_line(c))}</div>"]
-    rows = summary_rows(c)
-    if rows:
-        parts.append("<table><tr><th>step</th><th>cache</th><th>compile</th><th>execute</th>"
-                     "<th>trace</th><th>cause</th><th>line</th><th>graph</th></tr>")
-        for r in rows[:max_rows]:
-            parts.append(
-                f"<tr><td>{e(r.steps)}</td><td class=\"{e(r.cache)}\">{e(r.cache)}</td>"
-                f"<td>{e(_fmt_s(r.compile_s))}</td><td>{e(_fmt_s(r.execute_s))}</td>"
-                f"<td>{e(_fmt_s(r.trace_s))}</td><td>{e(r.cause)}</td><td><code>{e(r.line)}</code></td>"
-                f"<td><code>{e(r.graph)}</code></td></tr>"
-            )
-        parts.append("</table>")
-        if max_rows is not None and len(rows) > max_rows:
-            parts.append(f"<div>... {len(rows) - max_rows} more rows (<code>%xla show</code> for all)</div>")
-    for r in recompile_lines(c):
-        parts.append(f"<div class=\"miss\">{e(r)}</div>")
-    step = main_step(c)
-    if details and step is not None and step.fusions:
-        parts.append(f"<div>kernels of step {step.index}'s graph ({len(step.fusions)}, by flops):</div>"
-                     "<table><tr><th>kernel</th><th>kind</th><th>flops</th><th>bytes</th><th>aten ops</th>"
-                     "<th>lines</th></tr>")
-        for k in kernel_rows(step, top=max_rows and 6):
-            parts.append(f"<tr><td><code>{e(k.name)}</code></td><td>{e(k.kind)}</td><td>{e(k.flops)}</td>"
-                         f"<td>{e(k.bytes)}</td><td>{e(k.ops)}</td><td><code>{e(k.lines)}</code></td></tr>")
-        parts.append("</table>")
-    if details and step is not None and memory_line(step):
-        parts.append(f"<div>memory of step {step.index}'s graph: {e(memory_line(step))}</div>")
-    spmd = _spmd(step, max_rows)
-    if spmd:
-        parts.append(f"<pre>{e(chr(10).join(spmd))}</pre>")
-    for n in notes(c) if details else []:
-        parts.append(f"<div>note: {e(n)}</div>")
-    parts.append("</div>")
-    return "".join(parts)
+    if isinstance(part, Headline):
+        return [f"<div><b>{e(part.text)}</b></div>", f"<div>{e(part.totals)}</div>"]
+    if isinstance(part, Steps):
+        out = ["<table><tr><th>step</th><th>cache</th><th>compile</th><th>execute</th>"
+               "<th>trace</th><th>cause</th><th>line</th><th>graph</th></tr>"]
+        for r in part.rows:
+            out.append(f"<tr><td>{e(r.steps)}</td><td class=\"{e(r.cache)}\">{e(r.cache)}</td>"
+                       f"<td>{e(_fmt_s(r.compile_s))}</td><td>{e(_fmt_s(r.execute_s))}</td>"
+                       f"<td>{e(_fmt_s(r.trace_s))}</td><td>{e(r.cause)}</td><td><code>{e(r.line)}</code></td>"
+                       f"<td><code>{e(r.graph)}</code></td></tr>")
+        out.append("</table>")
+        if part.more:
+            out.append(f"<div>... {part.more} more rows (<code>%xla show</code> for all)</div>")
+        return out
+    if isinstance(part, Recompiles):
+        return [f"<div class=\"miss\">{e(r)}</div>" for r in part.lines]
+    if isinstance(part, Kernels):
+        out = [f"<div>kernels of step {part.step}'s graph ({part.count}, by flops):</div>"
+               "<table><tr><th>kernel</th><th>kind</th><th>flops</th><th>bytes</th><th>aten ops</th><th>lines</th></tr>"]
+        out.extend(f"<tr><td><code>{e(k.name)}</code></td><td>{e(k.kind)}</td><td>{e(k.flops)}</td>"
+                   f"<td>{e(k.bytes)}</td><td>{e(k.ops)}</td><td><code>{e(k.lines)}</code></td></tr>" for k in part.rows)
+        out.append("</table>")
+        return out
+    if isinstance(part, Memory):
+        return [f"<div>memory of step {part.step}'s graph: {e(part.line)}</div>"]
+    if isinstance(part, Spmd):
+        return [f"<pre>{e(chr(10).join(part.lines))}</pre>"] if part.lines else []
+    if isinstance(part, Notes):
+        return [f"<div>note: {e(n)}</div>" for n in part.lines]
+    raise TypeError(part)
+
+
+def to_html(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = True) -> str:
+    """``details=False`` leaves out the kernels, memory and notes (see ``sections``)."""
+    return "".join([_STYLE, '<div class="xla-lab-summary">']
+                   + [h for part in sections(c, max_rows, details) for h in _html(part)] + ["</div>"])
 
 
 # --- rich ---------------------------------------------------------------------------------------
-def to_rich(c: CellCapture, max_rows: int | None = MAX_ROWS):
-    from rich.console import Group
+def _rich(part) -> list:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=None, show_edge=False, pad_edge=False, box=None)
-    for col in ("step", "cache", "compile", "execute", "trace", "cause", "line"):
-        table.add_column(col, justify="right" if col in ("compile", "execute", "trace") else "left")
-    for r in summary_rows(c)[:max_rows]:
-        style = "bold yellow" if r.cache == "miss" else "green"
-        table.add_row(Text(r.steps), Text(r.cache, style=style), Text(_fmt_s(r.compile_s)),
-                      Text(_fmt_s(r.execute_s)), Text(_fmt_s(r.trace_s)), Text(r.cause), Text(r.line))
-    items = [Text(headline(c), style="bold"), Text(totals_line(c)), table]
-    items.extend(Text(r, style="yellow") for r in recompile_lines(c))
-    step = main_step(c)
-    if step is not None and step.fusions:
-        kernels = Table(title=f"kernels of step {step.index}'s graph", show_edge=False, box=None, title_justify="left")
+    if isinstance(part, Headline):
+        return [Text(part.text, style="bold"), Text(part.totals)]
+    if isinstance(part, Steps):
+        table = Table(title=None, show_edge=False, pad_edge=False, box=None)
+        for col in ("step", "cache", "compile", "execute", "trace", "cause", "line"):
+            table.add_column(col, justify="right" if col in ("compile", "execute", "trace") else "left")
+        for r in part.rows:
+            style = "bold yellow" if r.cache == "miss" else "green"
+            table.add_row(Text(r.steps), Text(r.cache, style=style), Text(_fmt_s(r.compile_s)),
+                          Text(_fmt_s(r.execute_s)), Text(_fmt_s(r.trace_s)), Text(r.cause), Text(r.line))
+        return [table]
+    if isinstance(part, Recompiles):
+        return [Text(r, style="yellow") for r in part.lines]
+    if isinstance(part, Kernels):
+        kernels = Table(title=f"kernels of step {part.step}'s graph", show_edge=False, box=None, title_justify="left")
         for col in ("kernel", "kind", "flops", "bytes", "aten ops", "lines"):
             kernels.add_column(col, justify="right" if col in ("flops", "bytes") else "left")
-        for k in kernel_rows(step, top=max_rows and 6):
+        for k in part.rows:
             kernels.add_row(Text(k.name), Text(k.kind), Text(k.flops), Text(k.bytes), Text(k.ops), Text(k.lines))
-        items.append(kernels)
-    if step is not None and memory_line(step):
-        items.append(Text(f"memory of step {step.index}'s graph: {memory_line(step)}"))
-    spmd = _spmd(step, max_rows)
-    if spmd:
-        items.append(Text("\n".join(spmd), style="cyan"))
-    items.extend(Text("note: " + n, style="dim") for n in notes(c))
-    return Group(*items)
+        return [kernels]
+    if isinstance(part, Memory):
+        return [Text(f"memory of step {part.step}'s graph: {part.line}")]
+    if isinstance(part, Spmd):
+        return [Text("\n".join(part.lines), style="cyan")] if part.lines else []
+    if isinstance(part, Notes):
+        return [Text("note: " + n, style="dim") for n in part.lines]
+    raise TypeError(part)
+
+
+def to_rich(c: CellCapture, max_rows: int | None = MAX_ROWS):
+    from rich.console import Group
+
+    return Group(*[r for part in sections(c, max_rows) for r in _rich(part)])
 
 
 class SummaryView:

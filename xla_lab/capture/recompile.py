@@ -1,52 +1,18 @@
-"""Why a step missed the compile cache: compare its graph with the nearest earlier graph.
-
-Works on graph signatures (``graph_signature``): the entry parameters, the scalar constants baked into
-the graph, the traced ops in order, and the outputs, each with the cell line that made it. torch_xla's
-own debug output only says where a sync happened; this says what changed.
+"""Why a step missed the compile cache, in words: compare its graph's signature
+(``hlo/signature.py``) with the nearest earlier graph's. torch_xla's own debug output only says where a
+sync happened; this says what changed. The sentence is the record's ``recompile_reason``.
 """
 
 from __future__ import annotations
 
-from .parser import HloModule
-from .shapes import parse_shape
-
-
-def graph_signature(module: HloModule, nodes: list[dict], line_of) -> dict:
-    """``nodes``: the rebuilt lazy-IR nodes ({op, shape, line}); ``line_of(instruction name)`` -> the
-    first cell line of its stack as a dict, or None."""
-    entry = module.entry
-    params = [{"index": n, "shape": str(p.shape), "where": _where(p, line_of)}
-              for n, p in enumerate(entry.parameters)]
-    constants = [{"value": ins.literal, "shape": str(ins.shape), "op": _aten(ins.op_type),
-                  "where": _where(ins, line_of)}
-                 for ins in entry.instructions
-                 if ins.opcode == "constant" and not ins.shape.is_tuple and ins.shape.elements <= 1]
-    root = entry.root
-    outputs = [str(s) for s in root.shape.leaves()] if root.shape.is_tuple else [str(root.shape)]
-    return {"params": params, "constants": constants, "nodes": nodes, "outputs": outputs}
-
-
-def _where(ins, line_of) -> str | None:
-    ln = line_of(ins.name)
-    if ln:
-        return describe_line(ln)
-    if ins.source:
-        file, line = ins.source
-        return f"{file.rsplit('/', 1)[-1]}:{line}"
-    return None
+from xla_lab.hlo.shapes import parse_shape
 
 
 def describe_line(ln: dict) -> str:
+    """A cell line as the reasons and warnings name it: "cell [5] line 3 (loss = model(x))"."""
     cell = ln.get("cell")
     where = f"line {ln['line']}" if cell is None else f"cell [{cell}] line {ln['line']}"
     return where + (f" ({ln['code']})" if ln.get("code") else "")
-
-
-def _aten(op_type: str | None) -> str | None:
-    if not op_type:
-        return None
-    ns, sep, name = op_type.partition("__")
-    return f"{ns}::{name}" if sep else op_type
 
 
 def _n(count: int, noun: str) -> str:
