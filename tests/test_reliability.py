@@ -113,7 +113,7 @@ def _cell_lines(exc: BaseException, capture) -> list[int]:
 def _workbench_is_clean():
     import torch_xla
 
-    from xla_lab.capture.recorder import HOOK_FUNCTION
+    from xla_lab.capture.steps import HOOK_FUNCTION
 
     assert torch_xla._XLAC._xla_step_marker.__name__ != HOOK_FUNCTION  # the sync hook is gone
     assert torch_xla._XLAC._get_current_graph_name() == ""  # graph names are not the cell's

@@ -1,0 +1,169 @@
+"""The joins of ``xla_lab/capture/steps.py`` without compiling anything: on what real ``%%xla`` cells
+recorded on this machine (``tests/fixtures/cells``, made by its ``make_fixtures.py``: sync logs,
+metric samples, sync-hook records) they give the steps the live recorder gave, and the cell's
+timings add up to torch_xla's metrics; and on small hand-made inputs, the cases fixtures rarely show
+(a compile XLA rejected, missing samples, recompile baselines)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xla_lab.capture import steps as joins
+from xla_lab.capture.metrics import Sample
+from xla_lab.capture.records import CellCapture, GraphArtifacts, StepRecord
+from xla_lab.capture.xla_logs import Frame, SyncEvent, parse_debug_log
+
+FIXTURES = Path(__file__).parent / "fixtures" / "cells"
+CASES = sorted(p.stem for p in FIXTURES.glob("*.json"))
+
+
+def load(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def replay(data: dict):
+    """The joins, as the recorder runs them, on a fixture's inputs."""
+    inp = data["input"]
+    events = parse_debug_log(inp["sync_log"])
+    explicit = [joins.ExplicitSync(**r) for r in inp["explicit"]]
+    samples = {k: [Sample(end, seconds) for end, seconds in v] for k, v in inp["samples"].items()}
+    paired = joins.pair_executions(events, inp["modules"], explicit)
+    steps = joins.steps_of(paired, inp["cell_file"], inp["source"].splitlines())
+    of_step = [p.explicit for p in paired]
+    outside = joins.assign_timings(steps, of_step, samples, inp["t0"])
+    joins.assign_fallbacks(steps, of_step, inp["fallbacks_at_start"], inp["fallbacks_at_end"])
+    return paired, steps, outside
+
+
+def test_fixtures_are_there():
+    assert set(CASES) >= {"train_loop", "implicit", "fallback", "device_loader"}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_joins_give_the_recorded_steps_again(name):
+    data = load(name)
+    paired, steps, outside = replay(data)
+    recorded = data["steps"]
+    assert [(s.graph_hash, s.cache, s.sync_cause, s.sync_line, s.sync_code, s.fallback_ops) for s in steps] == \
+        [(r["graph_hash"], r["cache"], r["sync_cause"], r["sync_line"], r["sync_code"], r["fallback_ops"]) for r in recorded]
+    for s, r in zip(steps, recorded):
+        assert s.timings == pytest.approx(r["timings"], abs=1e-9)
+    assert outside == pytest.approx(data["outside_steps"])
+    # each miss takes a dump of its own, in compile order
+    assert [p.module for p in paired if p.miss] == list(range(sum(1 for p in paired if p.miss)))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_timings_add_up_to_torch_xlas_metrics(name):
+    data = load(name)
+    _, steps, outside = replay(data)
+    totals = data["metrics"]["totals_s"]
+    assert sum(s.timings["compile_s"] or 0 for s in steps) == pytest.approx(totals["compile"])
+    assert sum(s.timings["execute_s"] or 0 for s in steps) == pytest.approx(totals["execute"])
+    for kind in ("to_device", "from_device"):
+        shown = sum(s.timings[f"{kind}_s"] for s in steps) + outside.get(f"{kind}_s", 0.0)
+        assert shown == pytest.approx(totals[kind])
+    assert len(steps) == data["input"]["counts"]["execute"]
+    assert sum(1 for s in steps if s.cache == "miss") == data["input"]["counts"]["compile"]
+    assert all(s.timings["trace_s"] is not None and s.timings["trace_s"] >= 0 for s in steps)
+
+
+def test_what_each_fixture_shows():
+    causes = {name: [s.sync_cause for s in replay(load(name))[1]] for name in CASES}
+    assert causes["train_loop"] == ["torch_xla.sync()"] * 4
+    assert [s.cache for s in replay(load("train_loop"))[1]] == ["miss", "miss", "hit", "hit"]
+    assert causes["implicit"] == ["implicit: .item() reads the value",
+                                  "implicit: tensor printed (print/repr/format needs its value)",
+                                  "implicit: Python read a tensor's value (data-dependent code or a CPU fallback)",
+                                  "xm.mark_step()"]
+    assert set(causes["device_loader"]) == {"torch_xla.sync() by the device loader (MpDeviceLoader)"}
+    fallback = replay(load("fallback"))[1]
+    assert fallback[-1].fallback_ops == {"linalg_cholesky_ex": 1}  # counted at the next explicit sync
+    assert [s.sync_line for s in fallback] == [3, 4, 6]
+
+
+# --- hand-made inputs -----------------------------------------------------------------------------
+def ev(kind: str, h: str, *functions: str) -> SyncEvent:
+    return SyncEvent(kind=kind, graph_hash=h, frames=[Frame(f, "x.py", 1) for f in functions])
+
+
+def test_a_rejected_compile_does_not_take_the_next_compiles_dump():
+    """XLA rejected graph A (compiled, never executed) after dumping it; B then compiled and ran: B's
+    HLO is the second dump, not the first."""
+    events = [ev("compile", "A"), ev("compile", "B"), ev("execute", "B", joins.HOOK_FUNCTION)]
+    (p,) = joins.pair_executions(events, 2, [joins.ExplicitSync(0, 1, executed=True)])
+    assert p.miss and p.module == 1 and p.explicit is not None
+    # without a dump for every compile, misses take the dumps in turn
+    (p,) = joins.pair_executions(events, 1, [])
+    assert p.module == 0
+
+
+def test_explicit_records_that_ran_nothing_are_skipped():
+    records = [joins.ExplicitSync(0, 1, executed=False), joins.ExplicitSync(1, 2, executed=True, final=True)]
+    (p,) = joins.pair_executions([ev("execute", "A", joins.HOOK_FUNCTION)], 0, records)
+    assert p.explicit is records[1] and not p.miss
+    (s,) = joins.steps_of([p], "cell.py", ["x = 1"])
+    assert s.sync_cause == "end of cell" and s.sync_line is None
+
+
+def test_steps_without_a_sync_log_come_from_the_samples():
+    samples = {"compile": [Sample(10.0, 1.0)], "execute": [Sample(10.5, 0.2), Sample(11.0, 0.1)]}
+    steps = joins.steps_from_metrics(samples, "g")
+    assert [s.cache for s in steps] == ["miss", "hit"]
+
+
+def test_steps_older_than_the_kept_samples_have_no_timings():
+    """torch_xla keeps 1024 samples per metric: in a longer cell the first steps get none."""
+    steps = [StepRecord(index=i, graph_name="g", graph_hash="h", cache="hit", sync_cause="torch_xla.sync()")
+             for i in range(3)]
+    samples = {"execute": [Sample(5.0, 0.5), Sample(6.0, 0.5)], "compile": [], "to_device": [], "from_device": []}
+    joins.assign_timings(steps, [joins.ExplicitSync(i, 4.5 + i) for i in range(3)], samples, 0.0)
+    assert [s.timings["execute_s"] for s in steps] == [None, 0.5, 0.5]
+
+
+def signature(params, outputs=("f32[]",), constants=(), nodes=()) -> dict:
+    return {"params": [{"index": i, "shape": p, "where": None} for i, p in enumerate(params)],
+            "constants": list(constants), "nodes": list(nodes), "outputs": list(outputs)}
+
+
+def step(index, h, sig, cause="torch_xla.sync()", line=5, cache="miss") -> StepRecord:
+    return StepRecord(index=index, graph_name="g", graph_hash=h, cache=cache, sync_cause=cause, sync_line=line,
+                      artifacts=GraphArtifacts(graph_hash=h, signature=sig))
+
+
+def test_a_miss_is_compared_with_the_nearest_earlier_graph_of_the_cell():
+    first = step(0, "a", signature(["f32[8,4]"]))
+    grown = step(1, "b", signature(["f32[8,4]", "f32[4]", "f32[4]"]))
+    joins.explain_recompiles([first, grown], [])
+    assert first.recompile_reason.startswith("first compile of this cell")
+    assert "takes 3 inputs instead of 1" in grown.recompile_reason
+    # the previous run of the cell is the baseline of a first step
+    earlier = CellCapture(cell_id="c", execution_count=1, source="", started_at=0.0, steps=[step(0, "a", signature(["f32[8,4]"]))])
+    now = CellCapture(cell_id="c", execution_count=2, source="", started_at=1.0, steps=[step(0, "z", signature(["f32[16,4]"]))])
+    joins.explain_recompiles(now.steps, joins.previous_runs(now, [earlier], named=False))
+    assert now.steps[0].recompile_reason == "input 0 changed shape: f32[8,4] -> f32[16,4]"
+
+
+def test_a_baseline_that_was_evicted_says_so():
+    old = step(0, "a", None)
+    old.artifacts.evicted = True
+    new = step(1, "b", signature(["f32[2]"]))
+    joins.explain_recompiles([old, new], [])
+    assert "evicted to bound memory" in new.recompile_reason
+
+
+def test_a_graph_cut_by_a_value_read_says_where():
+    cut = step(0, "a", signature(["f32[2]"]), cause="implicit: .item() reads the value", line=3)
+    joins.explain_recompiles([cut], [])
+    assert cut.recompile_reason.startswith("the step was cut mid-way at line 3 (.item() reads the value)")
+
+
+def test_implicit_causes_are_named_from_frames_and_code():
+    printed = [Frame("__format__", "/torch/_tensor.py", 1)]
+    assert joins.implicit_cause(printed, "print(t)") == "implicit: tensor printed (print/repr/format needs its value)"
+    assert joins.implicit_cause([], "v = t.tolist()") == "implicit: .tolist() reads the value"
+    assert joins.implicit_cause([Frame("__bool__", "/torch/_tensor.py", 1)], "if t:") == \
+        "implicit: tensor used as a Python number/bool"

@@ -1,0 +1,123 @@
+"""What xla_lab attaches to torch_xla while a ``%%xla`` cell runs: a hook on explicit syncs
+(timestamps, whether the sync compiled or ran anything, CPU-fallback counts at that moment), the
+switch for source lines on traced ops, and the fallback counters. Their records are joined with
+torch_xla's logs by ``capture/steps.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .metrics import NOT_FALLBACKS
+from .steps import HOOK_FUNCTION, ExplicitSync
+
+
+class LineTracking:
+    """Source locations on IR nodes (``XLA_IR_DEBUG``) cost a Python stack walk per traced op, which
+    in a fast cached loop is a third of the step. They only matter for graphs that get compiled, so
+    in ``auto`` mode tracking pauses once a cell's explicit syncs hit the cache twice in a row and
+    resumes after any compile. A graph first compiled while paused has op types but no lines."""
+
+    STEADY_AFTER = 2
+
+    def __init__(self, mode: str = "auto"):
+        import torch_xla
+
+        self._xlac = torch_xla._XLAC
+        self.mode = mode
+        self.hits_in_a_row = 0
+        self.paused = False
+        self.compiled_while_paused = 0
+
+    def start(self) -> None:
+        self._set(True)
+
+    def after_sync(self, compiled: bool, executed: bool) -> None:
+        if compiled:
+            if self.paused:
+                self.compiled_while_paused += 1
+            self.hits_in_a_row = 0
+            self._set(True)
+        elif executed:
+            self.hits_in_a_row += 1
+            if self.mode == "auto" and self.hits_in_a_row >= self.STEADY_AFTER:
+                self._set(False)
+
+    def stop(self) -> None:
+        self._set(True)  # outside %%xla cells, graphs compile with their lines
+
+    def _set(self, on: bool) -> None:
+        self.paused = not on
+        self._xlac._set_ir_debug(on)
+
+
+class SyncHook:
+    """Wraps ``torch_xla._XLAC._xla_step_marker`` (what ``torch_xla.sync`` and ``xm.mark_step``
+    call) to timestamp explicit syncs. Costs a few clock and counter reads and one ``stat`` per sync."""
+
+    def __init__(self, debug_file: str, tracking: LineTracking):
+        import torch_xla
+
+        self._xlac = torch_xla._XLAC
+        self._debug_file = debug_file
+        self._original = None
+        self.records: list[ExplicitSync] = []
+        self.final_pending = False
+        self.tracking = tracking
+
+    def install(self) -> None:
+        if self._original is not None:
+            return
+        original = self._xlac._xla_step_marker
+        if getattr(original, "__name__", "") == HOOK_FUNCTION:  # left over from a crashed run
+            original = original.__wrapped__
+        self._original = original
+        records = self.records
+        debug_file = self._debug_file
+        hook = self
+        tracking = self.tracking
+        compiles = self._xlac._xla_counter_value
+
+        def _xla_lab_step_marker(*args, **kwargs):
+            __tracebackhide__ = True  # noqa: F841  (an error of the sync shows at the user's line)
+            record = ExplicitSync(enter=time.time(), final=hook.final_pending, fallbacks=fallback_counts())
+            size = _size(debug_file)
+            uncached = compiles("UncachedCompile")
+            done = False
+            try:
+                out = original(*args, **kwargs)
+                done = True
+                return out
+            finally:
+                record.exit = time.time()
+                # A sync that raised (XLA rejected the graph) logged a compile but ran nothing.
+                record.executed = done and _size(debug_file) != size
+                records.append(record)
+                tracking.after_sync(compiled=compiles("UncachedCompile") != uncached, executed=record.executed)
+
+        _xla_lab_step_marker.__wrapped__ = original
+        self._xlac._xla_step_marker = _xla_lab_step_marker
+
+    def uninstall(self) -> None:
+        if self._original is not None:
+            self._xlac._xla_step_marker = self._original
+            self._original = None
+
+
+def fallback_counts() -> dict[str, int]:
+    """Cumulative count per CPU-fallback op (about 1 us when there are none)."""
+    import torch_xla
+
+    xlac = torch_xla._XLAC
+    names = xlac._get_executed_fallback_ops()
+    if not names:
+        return {}
+    return {n.removeprefix("aten::"): xlac._xla_counter_value(n) or 0 for n in names if n not in NOT_FALLBACKS}
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1

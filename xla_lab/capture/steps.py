@@ -1,0 +1,285 @@
+"""Joining what was recorded during a cell into its steps: pure functions of torch_xla's parsed sync
+log, its metric samples and the sync hook's records (``instrument.py``), so they are tested on
+recorded fixtures (``tests/fixtures/cells``) as well as live.
+
+* ``pair_executions``: each execution of the sync log, with whether it compiled (a miss), which of
+  the compile's dumps is its HLO, and the explicit sync (if any) that ran it;
+* ``sync_cause``: why the step synced (``torch_xla.sync()``, a value read, the end of the cell) and
+  the cell line that did it;
+* ``explain_recompiles``: what each miss is compared with, and the reason in words;
+* ``assign_timings`` / ``assign_fallbacks``: each step's share of the cell's metric samples and
+  CPU fallbacks. A step's host-side window runs from the end of the previous step to the end of its
+  own sync (the hook's return for explicit syncs; the end of the value's execution and transfer for
+  implicit ones). ``trace_s`` is the host time of that window not spent compiling, transferring or
+  (for implicit syncs) waiting for the execution.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .metrics import Sample
+from .recompile import explain
+from .records import TIMING_KEYS, CellCapture, StepRecord
+from .xla_logs import Frame, SyncEvent
+
+HOOK_FUNCTION = "_xla_lab_step_marker"  # the sync hook's name, as it shows in the sync log's frames
+
+
+@dataclass
+class ExplicitSync:
+    """One call of ``torch_xla.sync()`` / ``xm.mark_step()`` seen by the sync hook."""
+
+    enter: float
+    exit: float = 0.0
+    executed: bool = False  # the sync ran a graph (it wrote to the sync log)
+    final: bool = False  # xla_lab's own end-of-cell sync
+    fallbacks: dict[str, int] | None = None  # cumulative CPU-fallback counts when it was called
+
+
+@dataclass
+class Paired:
+    """One execution of the sync log and what else is known about it."""
+
+    event: SyncEvent
+    miss: bool  # it compiled its graph first
+    module: int | None  # for a miss: index of its compile's dump among the cell's dumps
+    explicit: ExplicitSync | None  # the explicit sync that ran it
+
+
+def pair_executions(events: list[SyncEvent], modules: int, explicit: list[ExplicitSync]) -> list[Paired]:
+    """``modules``: how many compiles left a dump, in compile order; ``explicit``: the hook's records."""
+    compiles = [e for e in events if e.kind == "compile"]
+    # A compile XLA rejected is logged but never executed, and it may have left a dump: if every
+    # compile left one, pair them in order, so the next compile does not take the rejected one's.
+    by_order = modules == len(compiles) and len(compiles) > sum(
+        1 for a, b in zip(events, events[1:]) if a.kind == "compile" and b.kind == "execute"
+        and a.graph_hash == b.graph_hash)
+    executed = [r for r in explicit if r.executed]
+    next_module = 0
+    pending: SyncEvent | None = None
+    compiled_module: int | None = None
+    out = []
+    for ev in events:
+        if ev.kind == "compile":
+            pending = ev
+            if by_order:
+                compiled_module = next_module if next_module < modules else None
+                next_module += 1
+            continue
+        miss = pending is not None and pending.graph_hash == ev.graph_hash
+        pending = None
+        module = None
+        if miss:
+            if by_order:
+                module = compiled_module
+            elif next_module < modules:
+                module, next_module = next_module, next_module + 1
+        is_explicit = any(f.function == HOOK_FUNCTION for f in ev.frames)
+        record = executed.pop(0) if (is_explicit and executed) else None
+        out.append(Paired(ev, miss, module, record))
+    return out
+
+
+def steps_of(paired: list[Paired], cell_file: str | None, source_lines: list[str]) -> list[StepRecord]:
+    """The steps of the paired executions: graph, cache state (a hit may later turn out to be
+    ``precompiled``), cause and cell line; no artifacts yet (the recorder attaches the stored ones)."""
+    steps = []
+    for p in paired:
+        final = p.explicit is not None and p.explicit.final
+        line = cell_line(p.event.frames, cell_file)
+        code = source_lines[line - 1].strip() if line is not None and 1 <= line <= len(source_lines) else None
+        steps.append(StepRecord(index=len(steps), graph_name=p.event.graph_name, graph_hash=p.event.graph_hash,
+                                cache="miss" if p.miss else "hit", sync_cause=sync_cause(p.event, p.explicit, line, code),
+                                sync_line=None if final else line, sync_code=None if final else code))
+    return steps
+
+
+def cell_line(frames: list[Frame], cell_file: str | None) -> int | None:
+    if cell_file is None:
+        return None
+    return next((f.line for f in frames if f.file == cell_file), None)
+
+
+def sync_cause(event: SyncEvent, explicit: ExplicitSync | None, line: int | None, code: str | None) -> str:
+    """Why the step synced: ``line``/``code``: the cell line in its frames, if any."""
+    if explicit is not None and explicit.final:
+        return "end of cell"
+    functions = [(f.function, os.path.basename(f.file)) for f in event.frames]
+    if explicit is not None or any(f.function == HOOK_FUNCTION for f in event.frames):
+        if ("next", "parallel_loader.py") in functions:
+            return "torch_xla.sync() by the device loader (MpDeviceLoader)"
+        if ("mark_step", "xla_model.py") in functions:
+            return "xm.mark_step()"
+        if ("optimizer_step", "xla_model.py") in functions:
+            return "xm.optimizer_step(barrier=True)"
+        return "torch_xla.sync()"
+    return implicit_cause(event.frames, code)
+
+
+_VALUE_READS = (
+    (".item(", ".item()"),
+    (".tolist(", ".tolist()"),
+    (".numpy(", ".numpy()"),
+    (".cpu(", ".cpu()"),
+    ("'cpu'", ".to('cpu')"),
+    ('"cpu"', '.to("cpu")'),
+)
+
+
+def implicit_cause(frames: list[Frame], code: str | None) -> str:
+    """Name the Python action that made torch_xla run the graph before a sync was asked for."""
+    names = [(f.function, os.path.basename(f.file)) for f in frames]
+    if any(file == "_tensor_str.py" or (fn in ("__repr__", "__str__", "__format__") and file == "_tensor.py")
+           for fn, file in names):
+        return "implicit: tensor printed (print/repr/format needs its value)"
+    if code:
+        for needle, label in _VALUE_READS:
+            if needle in code:
+                return f"implicit: {label} reads the value"
+    if any(fn in ("__bool__", "__index__", "__int__", "__float__") for fn, _ in names):
+        return "implicit: tensor used as a Python number/bool"
+    return "implicit: Python read a tensor's value (data-dependent code or a CPU fallback)"
+
+
+# --- recompiles ------------------------------------------------------------------------------------
+def previous_runs(capture: CellCapture, earlier: list[CellCapture], named: bool) -> list[CellCapture]:
+    """Earlier runs of this cell, newest first (for a cell run for the first time under a name
+    another cell used, ``%%xla -n predict`` in two cells, that name's runs: it continues that graph)."""
+    runs = [c for c in reversed(earlier) if c.cell_id == capture.cell_id]
+    if not runs and named:
+        runs = [c for c in reversed(earlier) if c.graph_name == capture.graph_name]
+    return runs
+
+
+def baseline(step: StepRecord, steps: list[StepRecord], runs: list[CellCapture]) -> StepRecord | None:
+    """The nearest earlier graph of the cell: an earlier step of this run synced at the same place,
+    else the same step of the cell's previous runs; one with as many inputs is preferred (then the
+    difference is in what those inputs are)."""
+    site = (step.sync_line, step.sync_cause)
+    candidates = [other for other in reversed(steps[:step.index]) if (other.sync_line, other.sync_cause) == site]
+    for run in runs:
+        candidates += [s for s in run.steps if s.index == step.index]
+        candidates += [s for s in run.steps if (s.sync_line, s.sync_cause) == site]
+    candidates = [c for c in candidates if c.graph_hash != step.graph_hash]
+    return next((c for c in candidates if _same_arity(c, step)), candidates[0] if candidates else None)
+
+
+def explain_recompiles(steps: list[StepRecord], runs: list[CellCapture]) -> None:
+    """Set ``recompile_reason`` on every miss (``runs``: ``previous_runs``)."""
+    for step in steps:
+        if step.cache != "miss":
+            continue
+        base = baseline(step, steps, runs)
+        new = step.artifacts.signature if step.artifacts else None
+        old = base.artifacts.signature if base is not None and base.artifacts else None
+        split = None
+        if step.sync_cause.startswith("implicit"):
+            where = f" at line {step.sync_line}" if step.sync_line else ""
+            split = f"the step was cut mid-way{where} ({step.sync_cause.removeprefix('implicit: ')}): " \
+                    "the graph ends there and the rest of the step is another graph"
+        if new is None:
+            step.recompile_reason = split or "no HLO was captured for this compile, so it cannot be compared"
+        elif base is not None and old is None:
+            evicted = base.artifacts is not None and base.artifacts.evicted
+            step.recompile_reason = split or (
+                "the earlier graph of this cell was evicted to bound memory (XLA_LAB_MAX_GRAPHS), so it "
+                "cannot be compared" if evicted else "the earlier graph of this cell has no captured HLO to compare with")
+        else:
+            step.recompile_reason = explain(new, old, split_by=split)
+
+
+def _same_arity(a: StepRecord, b: StepRecord) -> bool:
+    sa = a.artifacts.signature if a.artifacts else None
+    sb = b.artifacts.signature if b.artifacts else None
+    return bool(sa and sb) and len(sa["params"]) == len(sb["params"])
+
+
+# --- without a sync log ----------------------------------------------------------------------------
+def steps_from_metrics(samples: dict[str, list[Sample]], graph_name: str | None) -> list[StepRecord]:
+    """Degraded mode (no sync log): one step per execution sample; a compile that ended before an
+    execution started is that execution's miss."""
+    compiles = list(samples["compile"])
+    steps = []
+    for sample in samples["execute"]:
+        miss = bool(compiles) and compiles[0].end <= sample.start + 1e-3
+        if miss:
+            compiles.pop(0)
+        steps.append(StepRecord(index=len(steps), graph_name=graph_name, graph_hash="unknown",
+                                cache="miss" if miss else "hit", sync_cause="unknown (sync log unavailable)"))
+    return steps
+
+
+# --- timings and fallbacks --------------------------------------------------------------------------
+def align(samples: list[Sample], n: int) -> list[Sample | None]:
+    """The last ``n`` samples line up with the last ``n`` steps (older ones may have been dropped)."""
+    samples = samples[-n:] if n else []
+    return [None] * (n - len(samples)) + list(samples)
+
+
+def assign_timings(steps: list[StepRecord], explicit: list[ExplicitSync | None],
+                   samples: dict[str, list[Sample]], t0: float) -> dict[str, float]:
+    """Set each step's ``timings`` from the cell's samples; returns the transfers that happened after
+    the last step (``CellCapture.outside_steps``). ``explicit``: the explicit sync of each step or None;
+    ``t0``: when the cell started."""
+    executes = align(samples["execute"], len(steps))
+    misses = [s for s in steps if s.cache == "miss"]
+    compiles = dict(zip(map(id, misses), align(samples["compile"], len(misses))))
+    from_device = list(samples["from_device"])
+    ends: list[float | None] = []  # end of each step's host-side window
+    for record, ex in zip(explicit, executes):
+        if record is not None:
+            ends.append(record.exit)
+        elif ex is not None:
+            later = [s.end for s in from_device if s.end >= ex.end]
+            ends.append(min(later) if later else ex.end)
+        else:
+            ends.append(None)
+    buckets = {k: [0.0] * len(steps) for k in ("to_device", "from_device")}
+    outside = {"to_device_s": 0.0, "from_device_s": 0.0}
+    for kind in ("to_device", "from_device"):
+        for sample in samples[kind]:
+            idx = next((i for i, e in enumerate(ends) if e is not None and sample.end <= e + 1e-4), None)
+            if idx is None:
+                outside[f"{kind}_s"] += sample.seconds
+            else:
+                buckets[kind][idx] += sample.seconds
+    previous_end = t0
+    for i, step in enumerate(steps):
+        ex = executes[i]
+        comp = compiles.get(id(step))
+        t = dict.fromkeys(TIMING_KEYS)
+        t["execute_s"] = ex.seconds if ex else None
+        t["compile_s"] = (comp.seconds if comp else None) if step.cache == "miss" else 0.0
+        t["to_device_s"] = buckets["to_device"][i]
+        t["from_device_s"] = buckets["from_device"][i]
+        if ends[i] is not None:
+            window = ends[i] - previous_end
+            blocking = (t["compile_s"] or 0.0) + t["to_device_s"] + t["from_device_s"]
+            if explicit[i] is None:
+                blocking += t["execute_s"] or 0.0
+            t["trace_s"] = max(0.0, window - blocking)
+            previous_end = ends[i]
+        step.timings = t
+    return {k: v for k, v in outside.items() if v}
+
+
+def assign_fallbacks(steps: list[StepRecord], explicit: list[ExplicitSync | None],
+                     at_start: dict[str, int], at_end: dict[str, int]) -> None:
+    """Fallbacks that ran since the previous explicit sync go to the next explicit step (implicit
+    syncs have no hook to count at); what ran after the last one goes to the last step."""
+    previous = at_start
+    for step, record in zip(steps, explicit):
+        if record is not None and record.fallbacks is not None:
+            step.fallback_ops = _diff(record.fallbacks, previous)
+            previous = record.fallbacks
+    rest = _diff(at_end, previous)
+    if rest and steps:
+        for op, n in rest.items():
+            steps[-1].fallback_ops[op] = steps[-1].fallback_ops.get(op, 0) + n
+
+
+def _diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
+
