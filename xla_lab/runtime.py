@@ -185,12 +185,3 @@ def _set_debug_env(dump_dir: Path, debug_file: Path, ir_base: Path, set_by_us: b
     elif inherited:
         os.environ.pop("XLA_SAVE_TENSORS_FILE", None)
     os.environ["XLA_LAB_PID"] = str(os.getpid())
-def state() -> RuntimeState | None:
-    return _STATE
-
-
-def device():
-    """The XLA device cells run on (imports torch_xla lazily)."""
-    import torch_xla
-
-    return torch_xla.device()

@@ -53,8 +53,7 @@ class CellFiles:
         return None
 
 
-def analyze(art: GraphArtifacts, proto_before: bytes | None, proto_after: bytes | None,
-            cells: CellFiles) -> list[str]:
+def analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) -> list[str]:
     """Fill ``art.fusions``, ``art.memory``, ``art.signature``, ``art.large_constants``, ``art.spmd``,
     ``art.node_info`` and (unless torch_xla's own IR text is there) ``art.ir_text`` rebuilt from the
     HLO. Returns problems worth a note.
@@ -63,9 +62,8 @@ def analyze(art: GraphArtifacts, proto_before: bytes | None, proto_after: bytes 
     model is 10x bigger and slow to decode in Python). Optimized instructions keep their op's
     metadata, so they are matched back to the pre-optimization ops with the same aten op, innermost
     frame and dimensions; where several such ops came from different cell lines, the kernel lists
-    them all. ``proto_after`` is accepted for callers that have it but not needed.
+    them all.
     """
-    del proto_after
     # A large model's analysis builds a few hundred thousand small objects; the garbage collector
     # would rescan them again and again (a third of the time) though nothing here makes cycles.
     was_enabled = gc.isenabled()

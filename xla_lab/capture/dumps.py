@@ -2,8 +2,8 @@
 
 XLA writes ``module_NNNN.<graph name>.<id>.<what>.txt`` for every compile once ``--xla_dump_to`` is
 set. The CPU compiler of XLA 2.9 also writes LLVM IR, MLIR and object files with no flag to stop it,
-so after each cell we read the HLO text (and binary, for call stacks) of each new module and delete
-everything else.
+so after each cell we read the HLO text (and the binary dump before optimization, for call stacks) of
+each new module and delete everything else.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ _NAME = re.compile(
     r"|\w+_after_optimizations\.txt"
     r"|\w+_after_optimizations-memory-usage-report\.txt"
     r"|\w+_after_optimizations-buffer-assignment\.txt"
-    r"|before_optimizations\.hlo\.pb"
-    r"|\w+_after_optimizations\.hlo\.pb)$"
+    r"|before_optimizations\.hlo\.pb)$"
 )
 _MODULE = re.compile(r"^module_(?P<num>\d+)\.")
 
@@ -32,8 +31,9 @@ class CompiledModule:
     hlo_after: str | None = None
     memory_report: str | None = None
     buffer_assignment: str | None = None
-    proto_before: bytes | None = None  # binary dumps: they alone carry each op's full Python stack
-    proto_after: bytes | None = None
+    # the binary dump before optimization: it alone carries each op's full Python stack (XLA also
+    # writes the optimized module's, ten times larger and not needed: deleted unread)
+    proto_before: bytes | None = None
 
     @property
     def label(self) -> str:
@@ -43,8 +43,6 @@ class CompiledModule:
 def _kind(kind: str) -> str:
     if kind == "before_optimizations.hlo.pb":
         return "proto_before"
-    if kind.endswith(".hlo.pb"):
-        return "proto_after"
     if kind == "before_optimizations.txt":
         return "hlo_before"
     if kind.endswith("memory-usage-report.txt"):

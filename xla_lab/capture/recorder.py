@@ -21,7 +21,7 @@ from .analysis import CellFiles, analyze
 from .dumps import DumpDirectory
 from .instrument import LineTracking, SyncHook, fallback_counts
 from .metrics import MetricsDelta, MetricsSnapshot
-from .records import CellCapture, StepRecord
+from .records import CellCapture
 from .store import ArtifactStore
 from .xla_logs import AppendedLog, CompileWatch, parse_debug_log, parse_ir_log
 
@@ -186,7 +186,7 @@ class CellRecorder:
                     self.capture.notes.append(f"no XLA dump was found for the compile of {step.graph_hash}")
             module = module or self.store.take_unanalyzed(step.graph_hash)  # compiled outside %%xla
             if module is not None:
-                self.capture.notes.extend(analyze(artifacts, module.proto_before, module.proto_after, self.cells))
+                self.capture.notes.extend(analyze(artifacts, module.proto_before, self.cells))
             if not p.miss and self.claim_precompiled is not None:
                 step.saved_s = self.claim_precompiled(step.graph_hash)
                 if step.saved_s is not None:

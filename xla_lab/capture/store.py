@@ -147,4 +147,4 @@ def _module_bytes(module: CompiledModule | None) -> int:
     if module is None:
         return 0
     return sum(len(getattr(module, f) or b"") for f in
-               ("hlo_before", "hlo_after", "memory_report", "buffer_assignment", "proto_before", "proto_after"))
+               ("hlo_before", "hlo_after", "memory_report", "buffer_assignment", "proto_before"))

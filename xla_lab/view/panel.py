@@ -40,7 +40,7 @@ import traitlets
 from xla_lab.capture.records import CellCapture
 from xla_lab.runtime import env_count
 
-from .panel_model import MIME, panel_model, saved_payload
+from .panel_model import MIME, WIDGET_MIME, panel_model, saved_payload
 from .static_html import capture_html
 from .summary import MAX_ROWS, to_text
 
@@ -50,7 +50,6 @@ PANEL_CSS = STATIC / "panel.css"
 VIZ_MODULE = STATIC / "viz-standalone.mjs"
 BUILD_HINT = ("the interactive xla_lab panel is not built (xla_lab/view/static/panel.js is missing): run "
               "`make env` (or `npm ci && npm run build` in extension/); the static summary is shown instead")
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 FRONTEND_BUILT = PANEL_JS.is_file()
 _VIZ_PUSHED = False  # Graphviz already sent to the browser by this kernel

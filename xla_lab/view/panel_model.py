@@ -1,6 +1,7 @@
 """The per-cell panel's data: one JSON-able dict built from a ``CellCapture`` (and the earlier runs of
 the same cell), read by the browser side (``extension/``, ``xla_lab/view/static/panel.js``) and by the
-static HTML. The contract is ``notes/panel_contract.md`` (schema ``xla_lab.panel/1``).
+static HTML. Its contract (schema ``xla_lab.panel/1``) is this module and the browser's validating
+parser, ``parsePanelModel`` in ``extension/src/core/model.ts``.
 
 Graph nodes come from the graph's IR text; the kernel each node ended in, its scope and its cell line
 come from ``GraphArtifacts.node_info`` (computed once per compile by ``capture/analysis.py``).
@@ -17,10 +18,10 @@ steps that ran it) and ``kernel_share`` (share of non-input nodes mapped to a ke
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from xla_lab.capture.ir_graph import parse_ir_text
+from xla_lab.hlo.parser import strip_metadata
 from xla_lab.capture.records import CellCapture, GraphArtifacts
 
 from .annotate import line_kernels
@@ -28,7 +29,8 @@ from .details import fmt_bytes, main_step
 from .summary import notes
 
 SCHEMA = "xla_lab.panel/1"
-MIME = "application/vnd.xla-lab.capture+json"
+MIME = "application/vnd.xla-lab.capture+json"  # the panel model in an output (the JupyterLab extension renders it)
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"  # a widget's view in an output
 
 
 def panel_model(capture: CellCapture, runs: list[CellCapture] | tuple = ()) -> dict:
@@ -57,7 +59,6 @@ def panel_model(capture: CellCapture, runs: list[CellCapture] | tuple = ()) -> d
 # each HLO text. The live widget's model keeps everything.
 SAVED_HLO_CHARS = 200_000
 NOT_SAVED = ("buffer_assignment", "memory_report", "signature")
-_METADATA = re.compile(r", metadata=\{[^{}]*\}")
 
 
 def saved_payload(model: dict) -> dict:
@@ -80,7 +81,7 @@ def saved_payload(model: dict) -> dict:
 def _trimmed_hlo(text: str) -> str:
     """Metadata stripped; if still too long, the module header and the ENTRY computation (what runs)
     are kept whole and the other computations (fused bodies, reducers) as far as room allows."""
-    text = _METADATA.sub("", text)
+    text = strip_metadata(text)
     if len(text) <= SAVED_HLO_CHARS:
         return text
     blocks = text.split("\n\n")

@@ -20,9 +20,10 @@ from typing import Callable
 from xla_lab.capture.records import CellCapture
 from xla_lab.capture.xla_logs import CompileInProgress, CompileWatch
 
+from .panel_model import WIDGET_MIME
+
 SHOW_AFTER_S = 0.5
 INTERVAL_S = 0.25
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 def expected_compile_s(history: list[CellCapture], cell_id: str, compiling: CompileInProgress,

@@ -10,9 +10,9 @@ names, HLO, notes) goes through ``html.escape``. Colours come from JupyterLab's 
 from __future__ import annotations
 
 import html
-import re
 import time
 
+from xla_lab.hlo.parser import strip_metadata
 from xla_lab.capture.records import CellCapture, GraphArtifacts
 
 from .details import fmt_bytes, fmt_count, kernel_rows, main_step, memory_line
@@ -56,7 +56,6 @@ body{background:var(--jp-layout-color0);color:var(--jp-content-font-color1);marg
 .xla-lab-report>section{border-top:2px solid var(--jp-border-color2);padding-top:8px;margin-top:16px}
 </style>"""
 
-_METADATA = re.compile(r", metadata=\{[^{}]*\}")
 
 e = html.escape
 
@@ -154,7 +153,7 @@ def _hlo(art: GraphArtifacts, max_lines: int | None) -> str:
             continue
         note = ""
         if max_lines is not None:
-            text = _METADATA.sub("", text)
+            text = strip_metadata(text)
             lines = text.splitlines()
             if len(lines) > max_lines:
                 note = f" (first {max_lines} of {len(lines)} lines, op metadata left out)"

@@ -1,4 +1,4 @@
-// The panel model (schema "xla_lab.panel/1", see notes/panel_contract.md): types and a validating parser.
+// The panel model (schema "xla_lab.panel/1", built by xla_lab/view/panel_model.py): types and a validating parser.
 // Pure logic: no DOM. The parser checks structure, not every optional field; it rejects what would make
 // the views crash (wrong types where the views index or iterate) with a message naming the path.
 
