@@ -351,3 +351,24 @@ def test_a_cell_that_waited_says_so_in_its_capture(ip, queue, fresh_dim):
     finally:
         del queue.kernel_busy
     assert any("waited 1.250 s for the precompile job train_step(x 8, y 8) train" in n for n in capture.notes)
+
+
+def test_functions_marked_before_the_extension_loaded_are_found(ip, queue):
+    """``@xla_lab.step`` before ``%load_ext xla_lab`` (or in a kernel where it was unloaded) marks the
+    function; loading then finds it in the notebook's namespace. A re-run definition replaces it."""
+    from xla_lab import session
+    from xla_lab.precompile.marked import MarkedFunction, mark
+
+    early = mark(lambda x: x * 2)
+    early.name = "early_step"
+    ip.user_ns["early_step"] = early
+    try:
+        session.current().loaded(ip.user_ns)
+        assert queue.marked["early_step"] is early and queue._on_call in early.listeners
+        again = mark(lambda x: x * 3)
+        again.name = "early_step"
+        queue.add(again)
+        assert queue.marked["early_step"] is again and queue._on_call not in early.listeners
+        assert isinstance(again, MarkedFunction)
+    finally:
+        del ip.user_ns["early_step"]
