@@ -8,6 +8,7 @@ import time
 
 import pytest
 from IPython.utils.capture import capture_output
+from IPython.core.error import UsageError
 
 import xla_lab
 from xla_lab.capture.records import CellCapture
@@ -16,6 +17,7 @@ from xla_lab.view import panel as panel_mod
 from xla_lab.view import progress as progress_mod
 from xla_lab.view.panel import XlaPanel, viz_message
 from xla_lab.view.panel_model import MIME, SCHEMA, panel_model
+from xla_lab.view.saved_output import PackedPayloadError, saved_payload, unpacked_payload
 from xla_lab.view.static_html import capture_html, report_html
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -160,16 +162,20 @@ def test_mimebundle_and_repr(mlp_runs):
     assert set(bundle) == {WIDGET, MIME, "text/plain", "text/html"}
     assert bundle[WIDGET]["model_id"] == panel.model_id
     live_model = panel.get_state()["model"]  # (what the comm opened with)
-    assert bundle[MIME]["schema"] == SCHEMA and bundle[MIME]["graphs"] == live_model["graphs"]
+    packed = bundle[MIME]
+    assert packed["packed"] == "gzip+base64" and packed["key"]["execution_count"] == second.execution_count
+    assert len(json.dumps(packed)) * 5 < len(json.dumps(saved_payload(live_model)))
+    saved = unpacked_payload(packed)
+    assert saved["schema"] == SCHEMA and saved["graphs"] == live_model["graphs"]
     # the saved copy of the capture: raw texts dropped, HLO without per-instruction metadata
-    for h, art in bundle[MIME]["capture"]["artifacts"].items():
+    for h, art in saved["capture"]["artifacts"].items():
         live = live_model["capture"]["artifacts"][h]
         assert not {"buffer_assignment", "memory_report", "signature"} & set(art)
         assert art["fusions"] == live["fusions"] and art["memory"] == live["memory"]
         assert "metadata={" in live["hlo_after"] and "metadata={" not in art["hlo_after"]
         assert art["hlo_after"].splitlines()[0] == live["hlo_after"].splitlines()[0]
-    assert CellCapture.from_dict(bundle[MIME]["capture"]).steps[0].hlo_before  # still a readable capture
-    assert json.loads(json.dumps(bundle[MIME]))["runs"][-1]["execution_count"] == second.execution_count
+    assert CellCapture.from_dict(saved["capture"]).steps[0].hlo_before  # still a readable capture
+    assert unpacked_payload(json.loads(json.dumps(packed)))["runs"][-1]["execution_count"] == second.execution_count
     text = bundle["text/plain"]
     assert text.startswith("xla_lab cell[") and text == XlaPanel(second, [first])._repr_mimebundle_()["text/plain"]
     assert "0x" not in text and "0x" not in repr(panel) and repr(panel) == text
@@ -181,7 +187,7 @@ def test_mimebundle_and_repr(mlp_runs):
 
 
 def test_saved_payload_keeps_the_entry_computation_and_bounds_the_rest():
-    from xla_lab.view.panel_model import SAVED_HLO_CHARS, saved_payload
+    from xla_lab.view.saved_output import SAVED_HLO_CHARS
 
     def comp(name, n):
         return f"%{name} (p: f32[8]) -> f32[8] {{\n" + "".join(
@@ -203,12 +209,52 @@ def test_saved_payload_keeps_the_entry_computation_and_bounds_the_rest():
     assert model["capture"]["artifacts"]["h"]["hlo_after"] is hlo  # the live model is unchanged
 
 
+def test_packed_payload_reads_back_and_refuses_damage(mlp_runs):
+    from xla_lab.view.saved_output import packed_payload
+
+    first, second = mlp_runs
+    model = panel_model(second, [first])
+    packed = packed_payload(model)
+    assert unpacked_payload(packed) == json.loads(json.dumps(saved_payload(model)))
+    assert unpacked_payload(model) is model  # an output saved before packing reads as it is
+    for bad, why in (({**packed, "packed": "zstd"}, "unknown packing"), ({**packed, "bytes": -1}, "its size"),
+                     ({**packed, "bytes": packed["bytes"] + 1}, "inflates to"), ({**packed, "data": "%%"}, "damaged"),
+                     ({**packed, "data": packed["data"][:100]}, "damaged")):
+        with pytest.raises(PackedPayloadError, match=why):
+            unpacked_payload(bad)
+
+
+def test_summary_only_outputs_keep_text_and_html_without_graphs(ip):
+    """%xla save summary: for notebooks people share; the choice holds for later cells, a cell may override."""
+    with capture_output() as out:
+        ip.run_line_magic("xla", "save summary")
+    assert "summary only" in out.stdout
+    try:
+        with capture_output() as out:
+            ip.run_cell("%%xla --name quiet_save\nsaved_y = (px * 3).sum()")
+        shown = [o.data for o in out.outputs if "text/plain" in o.data]
+        assert len(shown) == 1 and MIME not in shown[0] and "<table>" in shown[0]["text/html"]
+        assert "HLO before optimization" not in shown[0]["text/html"]
+        assert len(json.dumps(shown[0])) < 50_000
+        with capture_output() as out:
+            ip.run_cell("%%xla --save full\nsaved_y = (px * 3).sum()")
+        assert MIME in [o.data for o in out.outputs if "text/plain" in o.data][0]
+        with capture_output() as out:
+            ip.run_line_magic("xla", "status")
+        assert "summary (%xla save" in out.stdout
+    finally:
+        with capture_output():
+            ip.run_line_magic("xla", "save full")
+    with pytest.raises(UsageError, match="usage: %xla save"):
+        ip.run_line_magic("xla", "save everything")
+
+
 def test_notebook_display_is_the_panel(ip):
     with capture_output() as out:
         ip.run_cell("%%xla --name shown_panel\npanel_y = (px * 2).sum()")
     shown = [o.data for o in out.outputs if "text/plain" in o.data]
     assert len(shown) == 1 and MIME in shown[0] and "text/html" in shown[0]
-    assert shown[0][MIME]["capture"]["graph_name"] == "shown_panel"
+    assert unpacked_payload(shown[0][MIME])["capture"]["graph_name"] == "shown_panel"
     assert (WIDGET in shown[0]) == panel_mod.FRONTEND_BUILT
 
 
@@ -328,7 +374,7 @@ pres = pw.sum()"""
     # the progress output only ever carried a widget view, and it was emptied at the end
     progress_outputs = [o for o in out.outputs if set(o.data) <= {WIDGET}]
     assert progress_outputs and all(not o.data or set(o.data) == {WIDGET} for o in progress_outputs)
-    assert [o for o in out.outputs if "text/plain" in o.data][0].data[MIME]["capture"]["graph_name"] == "progress_demo"
+    assert unpacked_payload([o for o in out.outputs if "text/plain" in o.data][0].data[MIME])["capture"]["graph_name"] == "progress_demo"
     # a second run of the same cell knows how long it took before
     monkeypatch.setattr(progress_mod, "SHOW_AFTER_S", 0.0)
     expected = progress_mod.expected_compile_s(xla_lab.history(), c.cell_id,

@@ -15,7 +15,7 @@ from xla_lab import session as session_mod
 from xla_lab.interrupts import HeldInterrupts
 from xla_lab.view.summary import SummaryView
 
-LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report")
+LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save")
 QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")
 
 
@@ -30,9 +30,12 @@ class XlaMagics(Magics):
     @argument("--track-lines", choices=("auto", "always"), default="auto",
               help="Source lines on traced ops cost a stack walk per op. 'auto' (default) pauses them once "
                    "a loop hits the cache twice in a row and resumes after any compile; 'always' keeps them.")
+    @argument("--save", choices=("full", "summary"), default=None,
+              help="What the notebook keeps of this cell's output: 'full' (every view, packed) or 'summary' "
+                   "(text and an HTML summary, for notebooks you share). Default: the session's (%%xla save).")
     @argument("command", nargs="*",
               help="Line magic only: status | history | show [N] | clear | report FILE.html | "
-                   "queue [status | pause | resume | clear | run | add STEP ARG=8x128 ...].")
+                   "queue [status | pause | resume | clear | run | add STEP ARG=8x128 ...] | save [full | summary].")
     @line_cell_magic
     def xla(self, line: str, cell: str | None = None):
         """Run a cell on the lazy XLA device and show what XLA did with it.
@@ -47,7 +50,9 @@ class XlaMagics(Magics):
         ``%xla history``, ``%xla show [N]`` (capture N of the history, default the last),
         ``%xla clear``, ``%xla report FILE.html`` (one self-contained HTML page of every capture),
         ``%xla queue`` (the precompile queue: ``status``, ``pause``, ``resume``, ``clear``, ``run``
-        to run the pending jobs now, ``add STEP x=8x256 y=8x256`` to queue a variant of a marked step).
+        to run the pending jobs now, ``add STEP x=8x256 y=8x256`` to queue a variant of a marked step),
+        ``%xla save full|summary`` (what notebooks keep of later ``%%xla`` outputs: every view, or a
+        summary for notebooks you share; ``XLA_LAB_SAVE`` sets the starting choice).
         """
         __tracebackhide__ = True  # noqa: F841  (IPython hides this frame from user tracebacks)
         args = parse_argstring(self.xla, line)
@@ -69,7 +74,7 @@ class XlaMagics(Magics):
         error = run.error
         if not args.quiet:
             with HeldInterrupts(cell_run.RECORDING_NOTE) as held:  # (the capture is recorded: show it whole)
-                _show(self.shell, SummaryView(run.capture))
+                _show(self.shell, SummaryView(run.capture), save=args.save or session.save)
             if held.interrupted and error is None:
                 error = KeyboardInterrupt("interrupted after the cell's code had run (the capture is recorded)")
         if error is not None:
@@ -94,16 +99,27 @@ class XlaMagics(Magics):
             if not session.history:
                 print("xla_lab: no %%xla cell has run yet.")
                 return None
-            _show(self.shell, SummaryView(_history_entry(session, command[1:]), max_rows=None))
+            _show(self.shell, SummaryView(_history_entry(session, command[1:]), max_rows=None), save=session.save)
         elif verb == "queue":
             return self._queue(session, command[1:])
         elif verb == "report":
             self._report(session, command[1:])
+        elif verb == "save":
+            self._save(session, command[1:])
         elif verb == "clear":
             n = len(session.history)
             session.clear()
             print(f"xla_lab: cleared {n} captures and the stored graphs.")
         return None
+
+    def _save(self, session, words: list[str]) -> None:
+        if len(words) > 1 or (words and words[0] not in ("full", "summary")):
+            raise UsageError("usage: %xla save [full | summary]")
+        if words:
+            session.save = words[0]
+        what = ("every view, packed (reopened notebooks draw the panel)" if session.save == "full"
+                else "the text and an HTML summary only (no graphs or HLO in the file)")
+        print(f"xla_lab: saved %%xla outputs keep {what}.")
 
     def _report(self, session, words: list[str]) -> None:
         if len(words) != 1:
@@ -207,7 +223,7 @@ def _progress(session):
     return start
 
 
-def _show(shell, view) -> None:
+def _show(shell, view, save: str = "full") -> None:
     if _is_terminal(shell):
         from rich.console import Console
 
@@ -225,7 +241,7 @@ def _show(shell, view) -> None:
                 break
             if c.cell_id == view.capture.cell_id:
                 earlier.append(c)
-        view = panel_for(view.capture, earlier, view.max_rows)
+        view = panel_for(view.capture, earlier, view.max_rows, save)
     display(view)
 
 

@@ -11,6 +11,7 @@ from xla_lab.capture.records import CellCapture
 from xla_lab.capture.recorder import CellRecorder
 from xla_lab.capture.store import ArtifactStore
 from xla_lab.capture.xla_logs import AppendedLog, parse_debug_log
+from xla_lab.view.saved_output import default_save
 
 
 def _compile_blocks(text: str) -> str:
@@ -37,6 +38,7 @@ class Session:
         self.max_history = runtime.env_count("XLA_LAB_MAX_HISTORY", 1000)
         self.dropped_history = 0
         self.queue = None  # the precompile queue, made by start_queue()
+        self.save = default_save()  # what notebooks keep of a %%xla output: full | summary (%xla save)
         self._unload_paused_queue = False
 
     def start_queue(self, namespace=None):

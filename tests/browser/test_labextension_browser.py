@@ -239,7 +239,9 @@ def _drive(lab, page):
         for (const w of app.shell.widgets('main')) if (w.hasClass('jp-NotebookPanel')) await w.context.save();
     }""")
     saved = json.loads((lab["dir"] / NB).read_text())
-    assert any("application/vnd.xla-lab.capture+json" in o.get("data", {}) for c in saved["cells"] for o in c.get("outputs", []))
+    payloads = [o["data"]["application/vnd.xla-lab.capture+json"] for c in saved["cells"] for o in c.get("outputs", [])
+                if "application/vnd.xla-lab.capture+json" in o.get("data", {})]
+    assert payloads and all(p.get("packed") == "gzip+base64" for p in payloads)  # saved packed (saved_output.py)
     shutil.copy(lab["dir"] / NB, lab["dir"] / "reopened.ipynb")
     open_notebook(page, lab, "reopened.ipynb")
     side = _open_sidebar(page)
@@ -254,6 +256,18 @@ def _drive(lab, page):
     reopened_train.locator(".xla-lab-rendered .xla-panel .xla-title").wait_for(timeout=30_000)
     assert reopened_train.locator(".xla-lab-widget").count() == 0
     assert "model not found" not in reopened_train.inner_text()
+    # every view is drawn from the packed saved output alone (no kernel has these captures)
+    inline = reopened_train.locator(".xla-lab-rendered .xla-panel")
+    assert inline.locator(".xla-tab[data-tab='summary'][aria-selected='true']").count() == 1
+    for tab, ready in (("graph", ".xla-graph[data-rendered='svg']"), ("hlo", ".xla-hlo-col"),
+                       ("fusion", "tr.xla-kernel-row"), ("timeline", ".xla-pane-timeline *"),
+                       ("memory", ".xla-pane-memory *")):
+        inline.locator(f".xla-tab[data-tab='{tab}']").click()
+        inline.locator(ready).first.wait_for(state="attached", timeout=60_000)
+        assert inline.locator(f".xla-pane-{tab}").inner_text().strip() or tab == "graph", tab
+    assert "peak" in inline.locator(".xla-pane-memory").inner_text()
+    assert inline.locator(".xla-hlo-col").count() == 2
+    inline.locator(".xla-tab[data-tab='summary']").click()
     side.locator(".xla-lab-cell").filter(has_text="big").locator(".xla-lab-step").first.click()
     page.locator("#xla-lab-detail[data-mode='step'] .xla-graph[data-rendered='svg']").wait_for(state="attached", timeout=60_000)
     _shot(page, "07_reopened")

@@ -40,7 +40,8 @@ import traitlets
 from xla_lab.capture.records import CellCapture
 from xla_lab.runtime import env_count
 
-from .panel_model import MIME, WIDGET_MIME, panel_model, saved_payload
+from .panel_model import MIME, WIDGET_MIME, panel_model
+from .saved_output import packed_payload
 from .static_html import capture_html
 from .summary import MAX_ROWS, to_text
 
@@ -66,12 +67,20 @@ export default { render };
 """ % repr(BUILD_HINT)
 
 
-def _bundle(capture: CellCapture | None, runs, max_rows: int | None, model: dict | None = None) -> dict:
+def _bundle(capture: CellCapture | None, runs, max_rows: int | None, model: dict | None = None,
+            save: str = "full") -> dict:
+    """What the notebook keeps (``saved_output.py``): the packed panel model beside text and HTML, or
+    with ``save="summary"`` the text and an HTML summary without HLO excerpts."""
     if capture is None:
         return {"text/plain": "xla_lab panel (no capture yet)",
                 "text/html": "<div>xla_lab panel (no capture yet)</div>"}
-    return {MIME: saved_payload(model or panel_model(capture, runs)), "text/plain": to_text(capture, max_rows),
-            "text/html": capture_html(capture, max_rows=max_rows)}
+    bundle = {"text/plain": to_text(capture, max_rows)}
+    if save == "summary":
+        bundle["text/html"] = capture_html(capture, max_rows=max_rows, graphs="none")
+    else:
+        bundle[MIME] = packed_payload(model or panel_model(capture, runs))
+        bundle["text/html"] = capture_html(capture, max_rows=max_rows)
+    return bundle
 
 
 class XlaPanel(anywidget.AnyWidget):
@@ -87,10 +96,12 @@ class XlaPanel(anywidget.AnyWidget):
     progress = traitlets.Dict().tag(sync=True)
     has_capture = traitlets.Bool(False).tag(sync=True)
 
-    def __init__(self, capture: CellCapture | None = None, runs=(), *, max_rows: int | None = MAX_ROWS, **kwargs):
+    def __init__(self, capture: CellCapture | None = None, runs=(), *, max_rows: int | None = MAX_ROWS,
+                 save: str = "full", **kwargs):
         self._capture = None if capture is None else weakref.ref(capture)
         self._runs = [weakref.ref(r) for r in runs]
         self._max_rows = max_rows
+        self._save = save  # what the saved output keeps: "full" | "summary" (saved_output.py)
         # the model sent when the comm opens and shown in the output bundle, then let go
         self._unsent = kwargs.pop("model", None) or (panel_model(capture, list(runs)) if capture is not None else None)
         kwargs.setdefault("progress", {"state": "done" if capture is not None else "idle", "what": "",
@@ -163,7 +174,7 @@ class XlaPanel(anywidget.AnyWidget):
         if self._capture is not None and capture is None:
             text = "xla_lab panel (capture no longer kept by the kernel)"
             return {"text/plain": text, "text/html": f"<div>{text}</div>"}
-        data = _bundle(capture, (), self._max_rows, self.panel_model())
+        data = _bundle(capture, (), self._max_rows, self.panel_model(), self._save)
         if self.comm is not None:  # closed widgets have no view
             data[WIDGET_MIME] = {"version_major": 2, "version_minor": 1, "model_id": self.model_id}
         return data
@@ -216,21 +227,22 @@ def viz_message() -> tuple[dict, list[bytes]]:
 class StaticPanel:
     """The panel's output bundle without the widget (front end not built, or asked for)."""
 
-    def __init__(self, capture: CellCapture, runs=(), max_rows: int | None = MAX_ROWS):
+    def __init__(self, capture: CellCapture, runs=(), max_rows: int | None = MAX_ROWS, save: str = "full"):
         self.capture = capture
         self.runs = list(runs)
         self.max_rows = max_rows
+        self.save = save
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        return _bundle(self.capture, self.runs, self.max_rows)
+        return _bundle(self.capture, self.runs, self.max_rows, save=self.save)
 
     def __repr__(self) -> str:
         return to_text(self.capture, self.max_rows)
 
 
-def panel_for(capture: CellCapture, runs=(), max_rows: int | None = MAX_ROWS):
+def panel_for(capture: CellCapture, runs=(), max_rows: int | None = MAX_ROWS, save: str = "full"):
     """What ``%%xla`` displays in a notebook: the widget when its front end is built, else the static
     bundle (same text/plain, text/html and capture payload)."""
     if FRONTEND_BUILT:
-        return XlaPanel(capture, runs, max_rows=max_rows)
-    return StaticPanel(capture, runs, max_rows)
+        return XlaPanel(capture, runs, max_rows=max_rows, save=save)
+    return StaticPanel(capture, runs, max_rows, save)

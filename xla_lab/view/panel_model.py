@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections import Counter
 
 from xla_lab.capture.ir_graph import parse_ir_text
-from xla_lab.hlo.parser import strip_metadata
 from xla_lab.capture.records import CellCapture, GraphArtifacts
 
 from .annotate import line_kernels
@@ -49,54 +48,6 @@ def panel_model(capture: CellCapture, runs: list[CellCapture] | tuple = ()) -> d
         "source_lines": source_lines(capture),
         "runs": [run_model(r) for r in earlier + [capture]],
     }
-
-
-# --- what a saved notebook keeps -------------------------------------------------------------
-# The output's capture payload is saved in the notebook, once per %%xla cell. XLA's HLO text is mostly
-# per-instruction metadata (long source paths), and the raw buffer assignment / memory report /
-# signature are already summarised in ``memory`` and the recompile reasons (the IR text and per-node
-# info in ``graphs``), so the saved copy drops them, strips the metadata (kernels keep their lines in ``fusions``) and keeps at most this much of
-# each HLO text. The live widget's model keeps everything.
-SAVED_HLO_CHARS = 200_000
-NOT_SAVED = ("buffer_assignment", "memory_report", "signature")
-
-
-def saved_payload(model: dict) -> dict:
-    """The panel model as a notebook output keeps it (see above); the input is not changed."""
-    capture = dict(model["capture"])
-    artifacts = {}
-    for h, art in (capture.get("artifacts") or {}).items():
-        art = {k: v for k, v in art.items() if k not in NOT_SAVED}
-        if not art.get("spmd"):  # the model's "graphs" carry the nodes; the IR text only names
-            art.pop("ir_text", None)  # inputs for the Sharding tab's node details
-        art.pop("node_info", None)  # already folded into "graphs"
-        for key in ("hlo_before", "hlo_after"):
-            if isinstance(art.get(key), str):
-                art[key] = _trimmed_hlo(art[key])
-        artifacts[h] = art
-    capture["artifacts"] = artifacts
-    return {**model, "capture": capture}
-
-
-def _trimmed_hlo(text: str) -> str:
-    """Metadata stripped; if still too long, the module header and the ENTRY computation (what runs)
-    are kept whole and the other computations (fused bodies, reducers) as far as room allows."""
-    text = strip_metadata(text)
-    if len(text) <= SAVED_HLO_CHARS:
-        return text
-    blocks = text.split("\n\n")
-    entry = next((i for i, b in enumerate(blocks) if b.lstrip().startswith("ENTRY")), len(blocks) - 1)
-    keep = {0, entry}
-    room = SAVED_HLO_CHARS - len(blocks[0]) - len(blocks[entry])
-    for i, block in enumerate(blocks):
-        if i not in keep and len(block) + 2 <= room:
-            keep.add(i)
-            room -= len(block) + 2
-    dropped = len(blocks) - len(keep)
-    note = (f"// {dropped} computations (fused bodies, reducers) not saved in the notebook: the live panel, "
-            "xla_lab.last().steps[i].hlo_after and %xla report have all of it")
-    kept = [b for i, b in enumerate(blocks) if i in keep]
-    return "\n\n".join(kept[:1] + [note] + kept[1:])
 
 
 # --- summary ------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from .summary import MAX_ROWS
 from .summary import to_html as summary_html
 
 # Notebook outputs keep the HLO short (the capture MIME payload has all of it); the report keeps it all.
-NOTEBOOK_HLO_LINES = 300
+NOTEBOOK_HLO_LINES = 100
 NOTEBOOK_KERNELS = 40
 
 STYLE = """<style>

@@ -18,6 +18,7 @@ def status_text(session) -> str:
 
     panels = live_panels()
     lines.append(f"  {'live panel widgets':<40} {len(panels)} (cap {panels.cap or 'none'}, XLA_LAB_MAX_PANELS)")
+    lines.append(f"  {'saved %%xla outputs keep':<40} {getattr(session, 'save', 'full')} (%xla save, XLA_LAB_SAVE)")
     for p in rt.problems:
         lines.append(f"  ! {p}")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 // compared (graph diff, HLO diff, the recompile reason). Pure logic: no DOM, no JupyterLab.
 import { diffGraphs, describeDiff, type GraphDiff } from "./graphdiff";
 import { parsePanelModel, type Graph, type PanelModel, type Step } from "./model";
+import { isPacked, packedKey, unpackCapture } from "./packed";
 import { stepRows, type StepRow } from "./steps";
 
 export const CAPTURE_MIME = "application/vnd.xla-lab.capture+json";
@@ -33,8 +34,8 @@ export function captureOfIopub(msg: unknown): unknown | null {
 export function captureKey(raw: unknown): string | null {
   let v = raw;
   if (typeof v === "string") { try { v = JSON.parse(v); } catch { return null; } }
-  if (!isObj(v) || !isObj(v.capture)) return null;
-  const c = v.capture;
+  const c = packedKey(v) ?? (isObj(v) && isObj(v.capture) ? v.capture : null);
+  if (c === null) return null;
   return `${String(c.cell_id ?? "")}|${String(c.execution_count ?? "")}|${String(c.started_at ?? "")}`;
 }
 
@@ -59,6 +60,7 @@ export interface StepRef { entry: CaptureEntry; step: Step }
 export class CaptureStore {
   private readonly byKey = new Map<string, CaptureEntry>();
   private readonly bad = new Set<string>();
+  private readonly inflating = new Map<string, Promise<CaptureEntry | null>>();
   /** why outputs could not be read (the latest 20) */
   readonly errors: string[] = [];
 
@@ -85,6 +87,29 @@ export class CaptureStore {
     this.byKey.set(key, entry);
     this.renumber();
     return entry;
+  }
+
+  /** Like `add`, for payloads that may be packed (saved outputs): a new packed one is inflated first. */
+  addPayload(raw: unknown, cellModelId: string | null, origin: "saved" | "live"): Promise<CaptureEntry | null> {
+    const key = captureKey(raw);
+    if (!isPacked(raw) || key === null || this.byKey.has(key) || this.bad.has(key)) {
+      return Promise.resolve(this.add(raw, cellModelId, origin));
+    }
+    const pending = this.inflating.get(key);
+    if (pending) return pending.then((e) => (e ? this.add(raw, cellModelId, origin) : null));
+    const job = unpackCapture(raw)
+      .then((model) => {
+        if (captureKey(model) !== key) throw new Error("the packed capture's key does not match its contents");
+        return this.add(model, cellModelId, origin);
+      })
+      .catch((e: unknown) => {
+        this.error((e as Error).message || String(e));
+        this.bad.add(key);
+        return null;
+      })
+      .finally(() => this.inflating.delete(key));
+    this.inflating.set(key, job);
+    return job;
   }
 
   /**

@@ -8,6 +8,7 @@ import type { IRenderMime } from "@jupyterlab/rendermime-interfaces";
 import { LabIcon } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
 import { CAPTURE_MIME } from "../core/captures";
+import { unpackCapture } from "../core/packed";
 import type { SourceRef } from "../core/model";
 import type { VizLike } from "../panel/viz";
 import { revealSource } from "./reveal";
@@ -60,14 +61,21 @@ class CaptureRenderer extends Widget implements IRenderMime.IRenderer {
   }
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     const t0 = performance.now();
-    const raw = model.data[this.mimeType];
+    let raw: unknown = model.data[this.mimeType];
+    let unpackError: string | null = null;
+    try {
+      raw = await unpackCapture(raw); // saved outputs are packed (xla_lab/view/saved_output.py)
+    } catch (e) {
+      unpackError = (e as Error).message || String(e);
+    }
     const { PanelView } = await loadViews();
     this.view?.destroy();
     const capture = ((typeof raw === "object" && raw && (raw as { capture?: object }).capture) || {}) as { cell_id?: unknown; execution_count?: unknown };
     const view = new PanelView({ getViz: labViz, t0, onSource: (ref) => this.reveal(capture, ref) });
     this.view = view;
     this.node.replaceChildren(view.el);
-    view.setModel(raw, t0);
+    if (unpackError !== null) view.showError(unpackError);
+    else view.setModel(raw, t0);
   }
   dispose() {
     this.view?.destroy();

@@ -133,8 +133,9 @@ export class XlaSidebar extends Widget {
     const raw = captureOfIopub(msg);
     if (raw != null) {
       // live: known at once, before the output model has it; the cell comes from the capture's cell_id
-      const e = this.storeOf(p).add(raw, null, "live");
-      if (e) { e.cellModelId ??= p.content.widgets.some((c) => c.model.id === e.model.capture.cell_id) ? e.model.capture.cell_id : null; this.draw(); }
+      void this.storeOf(p).addPayload(raw, null, "live").then((e) => {
+        if (e) { e.cellModelId ??= p.content.widgets.some((c) => c.model.id === e.model.capture.cell_id) ? e.model.capture.cell_id : null; this.draw(); }
+      });
     }
     if (msg.header.msg_type === "status" && (msg.content as { execution_state?: string }).execution_state === "idle") this.onContent();
   }
@@ -145,6 +146,7 @@ export class XlaSidebar extends Widget {
     if (!p?.model) return;
     const store = this.storeOf(p);
     const present = new Set<string>();
+    const adding: Promise<unknown>[] = [];
     for (const cell of p.model.cells) {
       if (cell.type !== "code") continue;
       const outputs = (cell as ICodeCellModel).outputs;
@@ -154,11 +156,13 @@ export class XlaSidebar extends Widget {
         if (raw == null) continue;
         const key = captureKey(raw);
         if (key) present.add(key);
-        store.add(raw, cell.id, origin);
+        adding.push(store.addPayload(raw, cell.id, origin));
       }
     }
     store.markPresent(present);
     this.draw();
+    // packed (saved) captures are inflated asynchronously: draw again once they are in
+    if (adding.length) void Promise.all(adding).then(() => { if (this.panel === p) { store.markPresent(present); this.draw(); } });
   }
 
   private cellOrder(): string[] {
