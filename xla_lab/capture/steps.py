@@ -56,7 +56,8 @@ def pair_executions(events: list[SyncEvent], modules: int, explicit: list[Explic
     by_order = modules == len(compiles) and len(compiles) > sum(
         1 for a, b in zip(events, events[1:]) if a.kind == "compile" and b.kind == "execute"
         and a.graph_hash == b.graph_hash)
-    executed = [r for r in explicit if r.executed]
+    executed = iter([r for r in explicit if r.executed])
+    explicit_frames: dict[int, bool] = {}  # id(frames) -> synced by the hook (copies of a block share frames)
     next_module = 0
     pending: SyncEvent | None = None
     compiled_module: int | None = None
@@ -76,8 +77,10 @@ def pair_executions(events: list[SyncEvent], modules: int, explicit: list[Explic
                 module = compiled_module
             elif next_module < modules:
                 module, next_module = next_module, next_module + 1
-        is_explicit = any(f.function == HOOK_FUNCTION for f in ev.frames)
-        record = executed.pop(0) if (is_explicit and executed) else None
+        is_explicit = explicit_frames.get(id(ev.frames))
+        if is_explicit is None:
+            is_explicit = explicit_frames[id(ev.frames)] = any(f.function == HOOK_FUNCTION for f in ev.frames)
+        record = next(executed, None) if is_explicit else None
         out.append(Paired(ev, miss, module, record))
     return out
 
@@ -86,12 +89,18 @@ def steps_of(paired: list[Paired], cell_file: str | None, source_lines: list[str
     """The steps of the paired executions: graph, cache state (a hit may later turn out to be
     ``precompiled``), cause and cell line; no artifacts yet (the recorder attaches the stored ones)."""
     steps = []
+    seen: dict[tuple, tuple] = {}  # the steps of a cached loop share their frames (parse_debug_log)
     for p in paired:
         final = p.explicit is not None and p.explicit.final
-        line = cell_line(p.event.frames, cell_file)
-        code = source_lines[line - 1].strip() if line is not None and 1 <= line <= len(source_lines) else None
+        key = (id(p.event.frames), p.explicit is not None, final)
+        where = seen.get(key)
+        if where is None:
+            line = cell_line(p.event.frames, cell_file)
+            code = source_lines[line - 1].strip() if line is not None and 1 <= line <= len(source_lines) else None
+            where = seen[key] = (line, code, sync_cause(p.event, p.explicit, line, code))
+        line, code, cause = where
         steps.append(StepRecord(index=len(steps), graph_name=p.event.graph_name, graph_hash=p.event.graph_hash,
-                                cache="miss" if p.miss else "hit", sync_cause=sync_cause(p.event, p.explicit, line, code),
+                                cache="miss" if p.miss else "hit", sync_cause=cause,
                                 sync_line=None if final else line, sync_code=None if final else code))
     return steps
 
