@@ -70,6 +70,7 @@ notebooks: env
 bench: env
 	$(PY) benchmarks/bench_capture_overhead.py
 	$(PY) benchmarks/bench_hlo_analysis.py
+	$(PY) benchmarks/bench_saved_size.py
 	$(PY) benchmarks/bench_precompile.py
 	$(PY) benchmarks/bench_soak.py $(SOAK_ARGS)
 

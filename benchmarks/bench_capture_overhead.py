@@ -1,20 +1,21 @@
 """What capture costs, measured side by side in one run (this machine is shared and noisy).
 
-(a) Steady state: a 200-step cached train loop under ``%%xla`` vs the same loop in plain torch_xla.
-    Two comparisons:
-      a1. separate processes: plain torch_xla with no xla_lab at all vs a kernel with xla_lab loaded
-          running the loop under ``%%xla`` (the whole cost of the workbench: debug metadata, sync log,
-          IR log, per-cell bookkeeping)          -- goal ratio <= 1.03
-      a2. the same with ``%%xla --track-lines always`` (source lines recorded on every traced op,
+(a) Steady state: a cached 200-step Adam train loop under ``%%xla`` vs the same loop in plain
+    torch_xla (no xla_lab at all), both in an IPython shell as a notebook runs them. The two run in
+    two live processes, set up and warmed once, taking turns loop by loop (plain, %%xla, plain,
+    %%xla, ...), so drift of the machine hits both alike; the ratio is the median of each adjacent
+    pair's ratio, printed with its spread.                                   goal ratio <= 1.03
+      a2. the same with ``%%xla --track-lines always`` (source lines recorded on every traced op
           instead of pausing once the loop hits the cache: what the default saves)
-(b) Compile path: the first two train steps (two compiles) of a small BERT-like model (2 x
-    ``TransformerEncoderLayer``) in a fresh process, with capture vs without: XLA's CompileTime and
-    the wall time of the cell including xla_lab reading the dumps    -- goal ratio <= 1.05
-    A third process runs plain torch_xla with only XLA's dump flags, to show what the dump itself costs.
+      a3. the fixed cost per sync: a one-op graph synced 1000 times, the same way
+(b) Compile path: the first two train steps (two compiles) of a 2-layer TransformerEncoder in fresh
+    processes, interleaved: plain torch_xla, ``%%xla``, and plain torch_xla with only XLA's dump
+    flags, or only the source-line metadata xla_lab turns on, to show where the cost is. XLA's
+    CompileTime and the wall time of the cell (xla_lab reading the dumps included), medians with
+    the spread of the per-repeat ratios.                                    goal ratio <= 1.05
+    The same for a 12-layer model's compile (plain and %%xla only; ``--big-layers 0`` skips it).
 
-Runs are interleaved (plain, lab, plain, lab, ...) and medians are compared.
-
-    python benchmarks/bench_capture_overhead.py [--rounds 3] [--steps 200] [--repeats 3]
+    python benchmarks/bench_capture_overhead.py [--rounds 10] [--steps 200] [--repeats 3] [--big-layers 12]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ model = torch.nn.Sequential(
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 xb = torch.randn(64, 256).to(dev)
 yb = torch.randint(0, 10, (64,)).to(dev)
+tiny = torch.zeros(4, device=dev)
 """
 
 LOOP = """
@@ -50,13 +52,20 @@ for _ in range({steps}):
 xm.wait_device_ops()
 """
 
+TINY_LOOP = """
+for _ in range({steps}):
+    tiny = tiny + 1
+    torch_xla.sync()
+xm.wait_device_ops()
+"""
+
 SETUP_BERT = """
 import torch, torch_xla
 import torch_xla.core.xla_model as xm
 torch.manual_seed(0)
 dev = torch_xla.device()
 layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024, batch_first=True)
-model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, num_layers=2)).to(dev)
+model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, num_layers={layers})).to(dev)
 head = torch.nn.Linear(256, 2).to(dev)
 opt = torch.optim.AdamW(list(model.parameters()) + list(head.parameters()), lr=1e-4)
 tokens = torch.randn(8, 128, 256).to(dev)
@@ -73,6 +82,7 @@ for _ in range(2):
     torch_xla.sync()
 xm.wait_device_ops()
 """
+TINY_SYNCS = 1000
 
 
 # --- workers (run in child processes) ------------------------------------------------------------
@@ -83,137 +93,183 @@ def _compile_total_s() -> float:
     return (data[1] if data else 0.0) / 1e9
 
 
-def worker_plain_loop(rounds: int, steps: int) -> dict:
-    ns: dict = {}
-    exec(SETUP_MLP, ns)
-    exec(LOOP.format(steps=3), ns)  # compile the two graphs
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        exec(LOOP.format(steps=steps), ns)
-        times.append(time.perf_counter() - t0)
-    return {"times": times}
-
-
-def _ipython_with_xla_lab():
+def _shell(lab: bool):
     from IPython.testing.globalipapp import start_ipython
 
     ip = start_ipython()
-    ip.run_line_magic("load_ext", "xla_lab")
+    if lab:
+        ip.run_line_magic("load_ext", "xla_lab")
     return ip
 
 
-def worker_lab_loop(rounds: int, steps: int) -> dict:
-    ip = _ipython_with_xla_lab()
+def worker_loop(lab: bool, steps: int) -> None:
+    """Set up and warm up, then run one timed loop per line read from stdin, answering its times."""
+    ip = _shell(lab)
+    prefix = "%%xla -q\n" if lab else ""
     assert ip.run_cell(SETUP_MLP).success
-    assert ip.run_cell("%%xla -q\n" + LOOP.format(steps=3)).success
-    magic, always = [], []
-    import xla_lab
+    assert ip.run_cell(prefix + LOOP.format(steps=3)).success  # compile the two graphs
+    assert ip.run_cell(prefix + TINY_LOOP.format(steps=3)).success
+    print("READY", flush=True)
+    for _ in sys.stdin:
+        times = {}
+        for key, cell, n in (("loop", LOOP, steps), ("always", LOOP, steps), ("tiny", TINY_LOOP, TINY_SYNCS)):
+            if key == "always" and not lab:
+                continue
+            head = "%%xla -q --track-lines always\n" if key == "always" else prefix
+            t0 = time.perf_counter()
+            assert ip.run_cell(head + cell.format(steps=n)).success
+            times[key] = time.perf_counter() - t0
+            if lab:
+                import xla_lab
 
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        assert ip.run_cell("%%xla -q\n" + LOOP.format(steps=steps)).success
-        magic.append(time.perf_counter() - t0)
-        c = xla_lab.last()
-        assert len(c.steps) == steps and c.compiles == 0, "the timed loop was not all cache hits"
-        t0 = time.perf_counter()
-        assert ip.run_cell("%%xla -q --track-lines always\n" + LOOP.format(steps=steps)).success
-        always.append(time.perf_counter() - t0)
-    return {"times": magic, "always_times": always}
+                c = xla_lab.last()
+                assert len(c.steps) == n and c.compiles == 0, "the timed loop was not all cache hits"
+        print("TIMES " + json.dumps(times), flush=True)
 
 
-def worker_compile(lab: bool, dump_only: bool = False) -> dict:
-    if dump_only:  # plain torch_xla with only XLA's dump on, as xla_lab sets it: what XLA itself costs
-        import tempfile
+def worker_compile(kind: str, layers: int) -> dict:
+    import tempfile
 
+    if kind == "dump":  # plain torch_xla with only XLA's dump on, as xla_lab sets it: what XLA itself costs
         os.environ["XLA_FLAGS"] = (f"--xla_dump_to={tempfile.mkdtemp()} --xla_dump_hlo_as_text "
                                    "--xla_dump_hlo_as_proto")
+    if kind == "metadata":  # plain torch_xla with only the source-line metadata xla_lab turns on
+        os.environ["XLA_IR_DEBUG"] = os.environ["XLA_HLO_DEBUG"] = "1"
+    lab = kind == "lab"
+    ip = _shell(lab)
+    assert ip.run_cell(SETUP_BERT.format(layers=layers)).success
+    before = _compile_total_s()
+    t0 = time.perf_counter()
+    assert ip.run_cell(("%%xla -q\n" if lab else "") + BERT_STEPS).success
+    wall = time.perf_counter() - t0
     if lab:
-        ip = _ipython_with_xla_lab()
-        assert ip.run_cell(SETUP_BERT).success
-        before = _compile_total_s()
-        t0 = time.perf_counter()
-        assert ip.run_cell("%%xla -q\n" + BERT_STEPS).success
-        wall = time.perf_counter() - t0
         import xla_lab
 
         c = xla_lab.last()
         assert c.compiles == 2 and all(s.hlo_after for s in c.steps)
-    else:
-        os.environ.setdefault("PJRT_DEVICE", "CPU")
-        ns: dict = {}
-        exec(SETUP_BERT, ns)
-        before = _compile_total_s()
-        t0 = time.perf_counter()
-        exec(BERT_STEPS, ns)
-        wall = time.perf_counter() - t0
     return {"compile_s": _compile_total_s() - before, "wall_s": wall}
 
 
 # --- driver --------------------------------------------------------------------------------------
-def run_worker(*args: str) -> dict:
+def _env() -> dict:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("XLA_", "PT_XLA_"))}  # a clean process, no inherited capture set-up
     env.setdefault("PJRT_DEVICE", "CPU")
+    return env
+
+
+def run_worker(*args: str) -> dict:
     proc = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True,
-                          env=env, timeout=1800)
+                          env=_env(), timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(f"worker {args} failed:\n{proc.stderr[-4000:]}")
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])
 
 
+class LiveWorker:
+    """A worker process that stays up between timed loops (its graphs compiled once)."""
+
+    def __init__(self, kind: str, steps: int):
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", kind, "--steps", str(steps)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=_env())
+        self._expect("READY")
+
+    def _expect(self, word: str) -> str:
+        for line in self.proc.stdout:
+            if line.startswith(word):
+                return line[len(word):].strip()
+        raise RuntimeError(f"worker died:\n{self.proc.stderr.read()[-4000:]}")
+
+    def run(self) -> dict:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        return json.loads(self._expect("TIMES"))
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.3f}..{max(values):.3f}"
+
+
+def steady_state(rounds: int, steps: int) -> None:
+    print(f"(a) steady state: {steps}-step cached Adam train loop (MLP 256-512-512-10, batch 64), plain "
+          f"torch_xla and %%xla in two live IPython processes taking turns, {rounds} rounds")
+    plain, lab = LiveWorker("plain-loop", steps), LiveWorker("lab-loop", steps)
+    p, l = [], []
+    try:
+        for i in range(rounds):
+            first, second = (plain, lab) if i % 2 == 0 else (lab, plain)  # alternate who goes first
+            a, b = first.run(), second.run()
+            pr, lr = (a, b) if first is plain else (b, a)
+            p.append(pr)
+            l.append(lr)
+    finally:
+        plain.close()
+        lab.close()
+    ms = lambda xs, n: statistics.median(xs) / n * 1e3  # noqa: E731
+    ratios = {k: [x[k] / y[kk] for x, y in zip(l, p)] for k, kk in (("loop", "loop"), ("always", "loop"), ("tiny", "tiny"))}
+    pl, ll, al = [x["loop"] for x in p], [x["loop"] for x in l], [x["always"] for x in l]
+    print(f"    plain torch_xla                         median {ms(pl, steps):.2f} ms/step")
+    print(f"    %%xla (default: lines paused when steady) median {ms(ll, steps):.2f} ms/step")
+    print(f"    %%xla --track-lines always              median {ms(al, steps):.2f} ms/step")
+    print(f"    a1 ratio %%xla / plain torch_xla        median {statistics.median(ratios['loop']):.3f}  "
+          f"(spread {spread(ratios['loop'])} over {rounds} pairs; goal <= 1.03)")
+    print(f"    a2 ratio --track-lines always / plain   median {statistics.median(ratios['always']):.3f}  "
+          f"(spread {spread(ratios['always'])})")
+    tp, tl = [x["tiny"] for x in p], [x["tiny"] for x in l]
+    per_sync = [(x["tiny"] - y["tiny"]) / TINY_SYNCS * 1e6 for x, y in zip(l, p)]
+    print(f"    a3 one-op graph synced {TINY_SYNCS}x: plain {ms(tp, TINY_SYNCS) * 1e3:.0f} us/sync, %%xla "
+          f"{ms(tl, TINY_SYNCS) * 1e3:.0f} us/sync: fixed cost {statistics.median(per_sync):.0f} us per sync "
+          f"(spread {min(per_sync):.0f}..{max(per_sync):.0f})")
+
+
+def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> None:
+    print(f"(b) compile path: first two train steps of a {layers}-layer TransformerEncoder (d=256, seq 128, "
+          f"batch 8), {repeats} rounds of fresh processes, interleaved")
+    results = {k: [] for k in kinds}
+    for _ in range(repeats):
+        for k in kinds:
+            results[k].append(run_worker(f"{k}-compile", "--layers", str(layers)))
+    base = results["plain"]
+    for what, label in (("compile_s", "XLA CompileTime"), ("wall_s", "cell wall time ")):
+        b = statistics.median(r[what] for r in base)
+        row = [f"    {label}  plain {b:.3f} s"]
+        for k in kinds[1:]:
+            ratios = [r[what] / p[what] for r, p in zip(results[k], base)]
+            name = {"lab": "%%xla", "dump": "dump flags only", "metadata": "line metadata only"}[k]
+            goal = " (goal <= 1.05)" if k == "lab" else ""
+            row.append(f"{name} {statistics.median(r[what] for r in results[k]):.3f} s "
+                       f"ratio {statistics.median(ratios):.3f} [{spread(ratios)}]{goal}")
+        print(" | ".join(row))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3, help="timed loops per process")
+    parser.add_argument("--rounds", type=int, default=10, help="timed loops per process in (a)")
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3, help="process pairs per comparison")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of fresh processes in (b)")
+    parser.add_argument("--big-layers", type=int, default=12, help="layers of the big model's compile (0: skip)")
+    parser.add_argument("--layers", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.worker:
         kind = args.worker[0]
-        if kind == "plain-loop":
-            result = worker_plain_loop(args.rounds, args.steps)
-        elif kind == "lab-loop":
-            result = worker_lab_loop(args.rounds, args.steps)
-        else:
-            result = worker_compile(lab=(kind == "lab-compile"), dump_only=(kind == "dump-compile"))
-        print("RESULT " + json.dumps(result))
+        if kind.endswith("-loop"):
+            worker_loop(kind == "lab-loop", args.steps)
+            return
+        print("RESULT " + json.dumps(worker_compile(kind.removesuffix("-compile"), args.layers)))
         return
 
-    print(f"(a) steady state: {args.steps}-step cached Adam train loop, {args.repeats} process pairs x "
-          f"{args.rounds} rounds, interleaved")
-    plain, lab, always = [], [], []
-    for _ in range(args.repeats):
-        plain += run_worker("plain-loop", "--rounds", str(args.rounds), "--steps", str(args.steps))["times"]
-        r = run_worker("lab-loop", "--rounds", str(args.rounds), "--steps", str(args.steps))
-        lab += r["times"]
-        always += r["always_times"]
-    mp, ml, ma = statistics.median(plain), statistics.median(lab), statistics.median(always)
-    print(f"    plain torch_xla (no xla_lab)             median {mp:.3f} s  ({mp / args.steps * 1e3:.2f} ms/step)")
-    print(f"    %%xla (default: lines paused when steady) median {ml:.3f} s  ({ml / args.steps * 1e3:.2f} ms/step)")
-    print(f"    %%xla --track-lines always               median {ma:.3f} s  ({ma / args.steps * 1e3:.2f} ms/step)")
-    print(f"    a1 ratio %%xla / plain torch_xla         {ml / mp:.3f}   (goal <= 1.03)")
-    print(f"    a2 ratio --track-lines always / plain    {ma / mp:.3f}")
-
-    print(f"(b) compile path: first two train steps of a 2-layer TransformerEncoder (d=256, seq 128, "
-          f"batch 8), {args.repeats} fresh process pairs, interleaved")
-    pc, lc, dc = [], [], []
-    for _ in range(args.repeats):
-        pc.append(run_worker("plain-compile"))
-        lc.append(run_worker("lab-compile"))
-        dc.append(run_worker("dump-compile"))
-    cp = statistics.median(r["compile_s"] for r in pc)
-    cl = statistics.median(r["compile_s"] for r in lc)
-    cd = statistics.median(r["compile_s"] for r in dc)
-    wp = statistics.median(r["wall_s"] for r in pc)
-    wl = statistics.median(r["wall_s"] for r in lc)
-    print(f"    XLA CompileTime  without capture {cp:.3f} s   with capture {cl:.3f} s   ratio {cl / cp:.3f}  (goal <= 1.05)")
-    print(f"    cell wall time   without capture {wp:.3f} s   with capture {wl:.3f} s   ratio {wl / wp:.3f}")
-    print(f"    of which XLA's dump alone (plain torch_xla, dump flags only): CompileTime {cd:.3f} s, "
-          f"ratio {cd / cp:.3f} (XLA 2.9's CPU compiler also writes LLVM IR, MLIR and object files when "
-          "dumping, with no flag to stop it)")
+    steady_state(args.rounds, args.steps)
+    compile_path(2, args.repeats, ("plain", "lab", "dump", "metadata"))
+    if args.big_layers:
+        compile_path(args.big_layers, args.repeats, ("plain", "lab"))
 
 
 if __name__ == "__main__":
