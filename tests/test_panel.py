@@ -234,6 +234,7 @@ def test_summary_only_outputs_keep_text_and_html_without_graphs(ip):
             ip.run_cell("%%xla --name quiet_save\nsaved_y = (px * 3).sum()")
         shown = [o.data for o in out.outputs if "text/plain" in o.data]
         assert len(shown) == 1 and MIME not in shown[0] and "<table>" in shown[0]["text/html"]
+        assert shown[0]["application/vnd.xla-lab.summary+json"] == {"saved": "summary"}
         assert "HLO before optimization" not in shown[0]["text/html"]
         assert len(json.dumps(shown[0])) < 50_000
         with capture_output() as out:

@@ -63,8 +63,11 @@ h = torch.randn(16, device=dev)
 for i in range(1250):
     h = torch.sin(h) * 1.01 + 0.1
 total = h.sum()''',
+    # a summary-only output (%xla save summary): no capture, and a reopened notebook shows its HTML
+    '''%%xla --name shared --save summary
+shared = (x * 2).sum()''',
 ]
-TRAIN, BIG = 2, 5
+TRAIN, BIG, SHARED = 2, 5, 6
 
 
 @pytest.fixture(scope="module")
@@ -268,6 +271,11 @@ def _drive(lab, page):
     assert "peak" in inline.locator(".xla-pane-memory").inner_text()
     assert inline.locator(".xla-hlo-col").count() == 2
     inline.locator(".xla-tab[data-tab='summary']").click()
+    # the summary-only output: its HTML summary, not a widget with no model
+    shared = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").nth(SHARED)
+    shared.locator(".xla-lab-summary").wait_for(timeout=30_000)
+    assert "shared" in shared.inner_text() and "model not found" not in shared.inner_text()
+    assert shared.locator(".xla-lab-widget, .xla-lab-rendered").count() == 0
     side.locator(".xla-lab-cell").filter(has_text="big").locator(".xla-lab-step").first.click()
     page.locator("#xla-lab-detail[data-mode='step'] .xla-graph[data-rendered='svg']").wait_for(state="attached", timeout=60_000)
     _shot(page, "07_reopened")

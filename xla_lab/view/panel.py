@@ -41,7 +41,7 @@ from xla_lab.capture.records import CellCapture
 from xla_lab.runtime import env_count
 
 from .panel_model import MIME, WIDGET_MIME, panel_model
-from .saved_output import packed_payload
+from .saved_output import SUMMARY_MIME, packed_payload
 from .static_html import capture_html
 from .summary import MAX_ROWS, to_text
 
@@ -75,7 +75,8 @@ def _bundle(capture: CellCapture | None, runs, max_rows: int | None, model: dict
         return {"text/plain": "xla_lab panel (no capture yet)",
                 "text/html": "<div>xla_lab panel (no capture yet)</div>"}
     bundle = {"text/plain": to_text(capture, max_rows)}
-    if save == "summary":
+    if save == "summary":  # (the marker lets the extension draw the HTML for a reopened widget output)
+        bundle[SUMMARY_MIME] = {"saved": "summary"}
         bundle["text/html"] = capture_html(capture, max_rows=max_rows, graphs="none")
     else:
         bundle[MIME] = packed_payload(model or panel_model(capture, runs))

@@ -20,6 +20,7 @@ import os
 from xla_lab.hlo.parser import strip_metadata
 
 SAVE_CHOICES = ("full", "summary")
+SUMMARY_MIME = "application/vnd.xla-lab.summary+json"  # marks a summary-only output (for the extension)
 PACKING = "gzip+base64"
 MAX_UNPACKED_BYTES = 512 * 1024 * 1024  # a payload claiming more is refused (an untrusted notebook)
 

@@ -30,12 +30,15 @@ const ICON = new LabIcon({
 });
 
 const WIDGET_MIME = "application/vnd.jupyter.widget-view+json";
+/** marks a summary-only `%%xla` output (`%xla save summary`): it carries no capture (view/panel.py) */
+const SUMMARY_MIME = "application/vnd.xla-lab.summary+json";
 
 /**
  * A `%%xla` output carries the cell panel twice: as an anywidget view and as the capture itself. A live
  * widget wins (it shows compile progress and updates); but the widget of an output read from the file
  * has no model any more ("Loading widget..." / "model not found"), so for those the notebook draws the
- * capture with this extension's renderer. Saved = rendered while the notebook was still loading.
+ * capture with this extension's renderer, or, for a summary-only output, its HTML summary. Saved =
+ * rendered while the notebook was still loading.
  */
 function preferCaptureForSavedWidgets(panel: NotebookPanel) {
   const rm = panel.content.rendermime;
@@ -43,11 +46,14 @@ function preferCaptureForSavedWidgets(panel: NotebookPanel) {
   const preferred = rm.preferredMimeType.bind(rm);
   rm.preferredMimeType = (bundle, safe) => {
     const m = preferred(bundle, safe);
-    if (m !== WIDGET_MIME || !(CAPTURE_MIME in bundle) || !rm.getFactory(CAPTURE_MIME)) return m;
+    if (m !== WIDGET_MIME) return m;
+    const instead = CAPTURE_MIME in bundle && rm.getFactory(CAPTURE_MIME) ? CAPTURE_MIME
+      : SUMMARY_MIME in bundle && "text/html" in bundle ? "text/html" : null;
+    if (instead === null) return m;
     const view = bundle[WIDGET_MIME] as { model_id?: unknown } | null;
     const id = String(view?.model_id ?? "");
     if (!panel.context.isReady) saved.add(id);
-    return saved.has(id) ? CAPTURE_MIME : m;
+    return saved.has(id) ? instead : m;
   };
 }
 
