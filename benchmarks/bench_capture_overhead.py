@@ -1,13 +1,16 @@
 """What capture costs, measured side by side in one run (this machine is shared and noisy).
 
 (a) Steady state: a cached 200-step Adam train loop under ``%%xla`` vs the same loop in plain
-    torch_xla (no xla_lab at all), both in an IPython shell as a notebook runs them. The two run in
-    two live processes, set up and warmed once, taking turns loop by loop (plain, %%xla, plain,
-    %%xla, ...), so drift of the machine hits both alike; the ratio is the median of each adjacent
-    pair's ratio, printed with its spread.                                   goal ratio <= 1.03
+    torch_xla (no xla_lab at all), both in an IPython shell as a notebook runs them. Each pair of live
+    processes, set up and warmed once, takes turns loop by loop (plain, %%xla, %%xla, plain, ...), so
+    drift of the machine hits both alike; three pairs of processes, so one process's luck (its
+    layout in memory) does not decide. The ratio is the median of the adjacent loops' ratios, printed
+    with their middle half and spread, and the same in CPU time (which the machine's other tenants
+    do not take).
+                                                                            goal ratio <= 1.03
       a2. the same with ``%%xla --track-lines always`` (source lines recorded on every traced op
           instead of pausing once the loop hits the cache: what the default saves)
-      a3. the fixed cost per sync: a one-op graph synced 1000 times, the same way
+      a3. the fixed cost per sync: a one-op graph synced 1000 times a turn, the same way
 (b) Compile path: the first two train steps (two compiles) of a 2-layer TransformerEncoder in fresh
     processes, interleaved: plain torch_xla, ``%%xla``, and plain torch_xla with only XLA's dump
     flags, or only the source-line metadata xla_lab turns on, to show where the cost is. XLA's
@@ -15,7 +18,7 @@
     the spread of the per-repeat ratios.                                    goal ratio <= 1.05
     The same for a 12-layer model's compile (plain and %%xla only; ``--big-layers 0`` skips it).
 
-    python benchmarks/bench_capture_overhead.py [--rounds 10] [--steps 200] [--repeats 3] [--big-layers 12]
+    python benchmarks/bench_capture_overhead.py [--pairs 3] [--rounds 4] [--steps 200] [--repeats 3] [--big-layers 12]
 """
 
 from __future__ import annotations
@@ -103,7 +106,8 @@ def _shell(lab: bool):
 
 
 def worker_loop(lab: bool, steps: int) -> None:
-    """Set up and warm up, then run one timed loop per line read from stdin, answering its times."""
+    """Set up and warm up, then run one timed loop per line read from stdin, answering its wall and
+    CPU times (CPU time does not count what the machine's other tenants take)."""
     ip = _shell(lab)
     prefix = "%%xla -q\n" if lab else ""
     assert ip.run_cell(SETUP_MLP).success
@@ -116,9 +120,10 @@ def worker_loop(lab: bool, steps: int) -> None:
             if key == "always" and not lab:
                 continue
             head = "%%xla -q --track-lines always\n" if key == "always" else prefix
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             assert ip.run_cell(head + cell.format(steps=n)).success
             times[key] = time.perf_counter() - t0
+            times[key + "_cpu"] = time.process_time() - c0
             if lab:
                 import xla_lab
 
@@ -196,29 +201,39 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.3f}..{max(values):.3f}"
 
 
-def steady_state(rounds: int, steps: int) -> None:
-    print(f"(a) steady state: {steps}-step cached Adam train loop (MLP 256-512-512-10, batch 64), plain "
-          f"torch_xla and %%xla in two live IPython processes taking turns, {rounds} rounds")
-    plain, lab = LiveWorker("plain-loop", steps), LiveWorker("lab-loop", steps)
+def quartiles(values: list[float]) -> str:
+    q = statistics.quantiles(values, n=4)
+    return f"{q[0]:.3f}..{q[2]:.3f}"
+
+
+def steady_state(rounds: int, steps: int, pairs: int) -> None:
+    print(f"(a) steady state: cached Adam train loop, {steps} steps a turn (MLP 256-512-512-10, batch 64), plain "
+          f"torch_xla and %%xla in live IPython processes taking turns: {pairs} pairs of processes x {rounds} rounds")
     p, l = [], []
-    try:
-        for i in range(rounds):
-            first, second = (plain, lab) if i % 2 == 0 else (lab, plain)  # alternate who goes first
-            a, b = first.run(), second.run()
-            pr, lr = (a, b) if first is plain else (b, a)
-            p.append(pr)
-            l.append(lr)
-    finally:
-        plain.close()
-        lab.close()
+    for _ in range(pairs):  # (a process's own layout in memory can make it a few % faster or slower)
+        plain, lab = LiveWorker("plain-loop", steps), LiveWorker("lab-loop", steps)
+        try:
+            for i in range(rounds):
+                first, second = (plain, lab) if i % 2 == 0 else (lab, plain)  # alternate who goes first
+                a, b = first.run(), second.run()
+                pr, lr = (a, b) if first is plain else (b, a)
+                p.append(pr)
+                l.append(lr)
+        finally:
+            plain.close()
+            lab.close()
+    rounds *= pairs
     ms = lambda xs, n: statistics.median(xs) / n * 1e3  # noqa: E731
-    ratios = {k: [x[k] / y[kk] for x, y in zip(l, p)] for k, kk in (("loop", "loop"), ("always", "loop"), ("tiny", "tiny"))}
+    ratios = {k: [x[k] / y[kk] for x, y in zip(l, p)] for k, kk in (("loop", "loop"), ("always", "loop"), ("tiny", "tiny"),
+                                                                   ("loop_cpu", "loop_cpu"))}
     pl, ll, al = [x["loop"] for x in p], [x["loop"] for x in l], [x["always"] for x in l]
     print(f"    plain torch_xla                         median {ms(pl, steps):.2f} ms/step")
     print(f"    %%xla (default: lines paused when steady) median {ms(ll, steps):.2f} ms/step")
     print(f"    %%xla --track-lines always              median {ms(al, steps):.2f} ms/step")
     print(f"    a1 ratio %%xla / plain torch_xla        median {statistics.median(ratios['loop']):.3f}  "
-          f"(spread {spread(ratios['loop'])} over {rounds} pairs; goal <= 1.03)")
+          f"(middle half {quartiles(ratios['loop'])}, all {spread(ratios['loop'])} over {rounds} pairs; goal <= 1.03)")
+    print(f"       the same in CPU time                 median {statistics.median(ratios['loop_cpu']):.3f}  "
+          f"(middle half {quartiles(ratios['loop_cpu'])}); ratio of the median loops {statistics.median(ll) / statistics.median(pl):.3f}")
     print(f"    a2 ratio --track-lines always / plain   median {statistics.median(ratios['always']):.3f}  "
           f"(spread {spread(ratios['always'])})")
     tp, tl = [x["tiny"] for x in p], [x["tiny"] for x in l]
@@ -250,7 +265,12 @@ def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=10, help="timed loops per process in (a)")
+    # (The %%xla process runs 2 x steps Adam steps a round; after about 6,000 steps the loop's graph
+    # changes once by itself, 31 inputs instead of 32, so rounds x steps stay under that. Shorter loops
+    # would measure the per-cell cost too: about 1.6 ms a cell, and the first two steps of each cell
+    # trace with source lines on.)
+    parser.add_argument("--rounds", type=int, default=4, help="timed loops per process in (a)")
+    parser.add_argument("--pairs", type=int, default=3, help="pairs of processes in (a)")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3, help="rounds of fresh processes in (b)")
     parser.add_argument("--big-layers", type=int, default=12, help="layers of the big model's compile (0: skip)")
@@ -266,7 +286,7 @@ def main() -> None:
         print("RESULT " + json.dumps(worker_compile(kind.removesuffix("-compile"), args.layers)))
         return
 
-    steady_state(args.rounds, args.steps)
+    steady_state(args.rounds, args.steps, args.pairs)
     compile_path(2, args.repeats, ("plain", "lab", "dump", "metadata"))
     if args.big_layers:
         compile_path(args.big_layers, args.repeats, ("plain", "lab"))
