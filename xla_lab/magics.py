@@ -13,6 +13,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from xla_lab import cell_run, hooks
 from xla_lab import session as session_mod
 from xla_lab.interrupts import HeldInterrupts
+from xla_lab.view.saved_output import SAVE_CHOICES
 from xla_lab.view.summary import SummaryView
 
 LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save")
@@ -30,7 +31,7 @@ class XlaMagics(Magics):
     @argument("--track-lines", choices=("auto", "always"), default="auto",
               help="Source lines on traced ops cost a stack walk per op. 'auto' (default) pauses them once "
                    "a loop hits the cache twice in a row and resumes after any compile; 'always' keeps them.")
-    @argument("--save", choices=("full", "summary"), default=None,
+    @argument("--save", choices=SAVE_CHOICES, default=None,
               help="What the notebook keeps of this cell's output: 'full' (every view, packed) or 'summary' "
                    "(text and an HTML summary, for notebooks you share). Default: the session's (%%xla save).")
     @argument("command", nargs="*",
@@ -113,7 +114,7 @@ class XlaMagics(Magics):
         return None
 
     def _save(self, session, words: list[str]) -> None:
-        if len(words) > 1 or (words and words[0] not in ("full", "summary")):
+        if len(words) > 1 or (words and words[0] not in SAVE_CHOICES):
             raise UsageError("usage: %xla save [full | summary]")
         if words:
             session.save = words[0]
