@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import functools
 import gc
+import importlib.util
 import linecache
 import os
+import sys
+import sysconfig
 
 from xla_lab.hlo.constants import large_constants
 from xla_lab.hlo.fusion_map import build_fusion_map
@@ -52,6 +55,63 @@ class CellFiles:
                 return {"cell": self.files[frame.file], "line": frame.line, "code": code}
         return None
 
+    def model_line(self, stack: list[PyFrame]) -> dict | None:
+        """The model's own line: the innermost frame outside torch, torch_xla and Python's standard
+        library, in a cell (``{"cell", "line", "code"}``) or in a file (``{"file", "line",
+        "function", "code"}``, the path as imported, e.g. ``transformers/models/bert/modeling_bert.py``)."""
+        for frame in stack:
+            if frame.file in self.files:
+                return self.line([frame])
+            if not is_internal(frame.file):
+                code = linecache.getline(frame.file, frame.line).strip() or None
+                return {"cell": None, "file": import_path(frame.file), "line": frame.line,
+                        "function": frame.function, "code": code}
+        return None
+
+
+_INTERNAL_PACKAGES = ("torch", "torch_xla", "functorch", "xla_lab", "IPython", "ipykernel")
+
+
+@functools.cache
+def _internal_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(package directories, standard library directories), each ending in a separator."""
+    packages = set()
+    for name in _INTERNAL_PACKAGES:
+        module = sys.modules.get(name)
+        spec = module.__spec__ if module is not None else importlib.util.find_spec(name)
+        packages.update((spec.submodule_search_locations or []) if spec else [])
+    paths = sysconfig.get_paths()
+    stdlib = {paths["stdlib"], paths["platstdlib"]}
+    return (tuple(os.path.join(os.path.realpath(r), "") for r in packages),
+            tuple(os.path.join(os.path.realpath(r), "") for r in stdlib if r))
+
+
+@functools.lru_cache(maxsize=8192)
+def is_internal(file: str) -> bool:
+    """Is this file part of torch, torch_xla (the machinery between a model and XLA), xla_lab, IPython
+    or Python's standard library, rather than the model's own code (a cell, a local module, a
+    library such as transformers or torchvision)?"""
+    if file.startswith("<"):  # "<frozen importlib._bootstrap>" and the like (cells are known by name)
+        return True
+    path = os.path.realpath(file)
+    packages, stdlib = _internal_roots()
+    if path.startswith(packages):
+        return True
+    return path.startswith(stdlib) and "/site-packages/" not in path and "/dist-packages/" not in path
+
+
+@functools.lru_cache(maxsize=4096)
+def import_path(file: str) -> str:
+    """A model file's path as short as it is unambiguous: relative to the ``sys.path`` entry it was
+    imported from (``transformers/models/bert/modeling_bert.py``), else as given."""
+    path = os.path.realpath(file)
+    best = ""
+    for entry in sys.path:
+        root = os.path.join(os.path.realpath(entry or os.getcwd()), "")
+        if path.startswith(root) and len(root) > len(best):
+            best = root
+    return path[len(best):] if best else file
+
 
 def analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) -> list[str]:
     """Fill ``art.fusions``, ``art.memory``, ``art.signature``, ``art.large_constants``, ``art.spmd``,
@@ -85,16 +145,9 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
         return cells.line(stacks_before.get(name, []))
 
     if after is not None:
-        lines_by_key = _lines_by_key(before, stacks_before, cells) if before is not None else {}
-
-        def lines_of(ins) -> list[dict]:
-            key = _key(ins)
-            if key is None:
-                return []
-            # XLA may reshape an op while optimizing: fall back to matching without dimensions.
-            return lines_by_key.get(key) or lines_by_key.get(key[:3], [])
-
-        fmap = build_fusion_map(after, lines_of, _innermost)
+        lines_of = _matcher(_lines_by_key(before, stacks_before, cells.line) if before is not None else {})
+        model_lines_of = _matcher(_lines_by_key(before, stacks_before, cells.model_line) if before is not None else {})
+        fmap = build_fusion_map(after, lines_of, _innermost, model_lines_of)
         art.fusions = [k.to_dict() for k in fmap.kernels]
         art.memory = memory_summary(art.memory_report, art.buffer_assignment,
                                     source_of=lambda name: _source(after, name, lines_of))
@@ -212,18 +265,38 @@ def _key(ins) -> tuple | None:
     return key[0], key[2], key[3], ins.shape.dims
 
 
-def _lines_by_key(before: HloModule, stacks: dict[str, list[PyFrame]], cells: CellFiles) -> dict:
+_NO_STACK: list[PyFrame] = []
+
+
+def _lines_by_key(before: HloModule, stacks: dict[str, list[PyFrame]], line_of) -> dict:
+    """(aten op, innermost file, line[, dims]) -> the lines ``line_of(stack)`` gives for the
+    pre-optimization ops with that key."""
     out: dict[tuple, dict[tuple, dict]] = {}
+    by_stack: dict[int, dict | None] = {}  # ops share stacks: look each one up once
     for ins in before.instructions():
         key = _key(ins)
         if key is None:
             continue
-        ln = cells.line(stacks.get(ins.name, []))
+        stack = stacks.get(ins.name, _NO_STACK)
+        if id(stack) not in by_stack:
+            by_stack[id(stack)] = line_of(stack)
+        ln = by_stack[id(stack)]
         for k in (key, key[:3]):
             bucket = out.setdefault(k, {})
             if ln:
-                bucket.setdefault((ln["cell"], ln["line"]), ln)
+                bucket.setdefault((ln.get("cell"), ln.get("file"), ln["line"]), ln)
     return {k: list(v.values()) for k, v in out.items()}
+
+
+def _matcher(lines_by_key: dict):
+    """Lines of an optimized instruction, matched to the pre-optimization ops by key."""
+    def lines_of(ins) -> list[dict]:
+        key = _key(ins)
+        if key is None:
+            return []
+        # XLA may reshape an op while optimizing: fall back to matching without dimensions.
+        return lines_by_key.get(key) or lines_by_key.get(key[:3], [])
+    return lines_of
 
 
 def _innermost(ins) -> str | None:

@@ -277,10 +277,11 @@ def _hints(cls) -> dict[str, tuple]:
 # "?" may be absent), or ("map", value schema) for an object with free keys.
 _NUM = (int, float)
 _NONE = type(None)
-_LINE = {"cell?": (int, _NONE), "line": (int,), "code?": (str, _NONE), "file?": (str, _NONE)}
+_LINE = {"cell?": (int, _NONE), "line": (int,), "code?": (str, _NONE), "file?": (str, _NONE),
+         "function?": (str, _NONE)}
 _KERNEL = {"name": (str,), "kind": (str,), "computation?": (str,), "members": [(str,)], "aten_ops": [(str,)],
            "lines": [_LINE], "sources": [(str,)], "shape": (str,), "flops": _NUM, "bytes": _NUM,
-           "collective?": (bool,), "lines_inferred?": (bool,)}
+           "collective?": (bool,), "lines_inferred?": (bool,), "model_lines?": [_LINE]}
 _MEMORY = {"peak_bytes?": _NUM, "parameter_bytes?": _NUM, "output_bytes?": _NUM, "temp_bytes?": _NUM,
            "constant_bytes?": _NUM, "largest?": [{"bytes": _NUM, "kind": (str,), "instruction?": (str, _NONE),
                                                  "shape?": (str, _NONE), "source?": (_LINE, _NONE)}]}

@@ -38,6 +38,10 @@ class Kernel:
     collective: bool = False
     lines_inferred: bool = False  # no op of the kernel had a Python stack (autograd's backward ops
     # run outside Python): its lines are those of the nearest producers of its inputs that do
+    # the model's own lines: the innermost frame of each op outside torch / torch_xla (a cell line, a
+    # line of the user's module or of a library such as transformers), [{"cell", "file", "line",
+    # "function", "code"}]; inferred like ``lines`` for backward kernels
+    model_lines: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         # (not dataclasses.asdict: it deep-copies, and a big model has thousands of kernels)
@@ -55,6 +59,12 @@ class FusionMap:
             for ln in k.lines:
                 out.setdefault((ln.get("cell"), ln["line"]), []).append(k.name)
         return out
+
+    def model_share(self) -> float:
+        """Share of kernels credited to at least one of the model's own lines."""
+        if not self.kernels:
+            return 1.0
+        return sum(1 for k in self.kernels if k.model_lines) / len(self.kernels)
 
     def mapped_share(self) -> float:
         """Share of kernels that map to at least one source line (cell line or library frame)."""
@@ -100,9 +110,11 @@ def _members(ins: Instruction, module: HloModule) -> list[Instruction]:
 
 
 def build_fusion_map(module: HloModule, lines_of: Callable[[Instruction], list[dict]],
-                     source_of: Callable[[Instruction], str | None]) -> FusionMap:
+                     source_of: Callable[[Instruction], str | None],
+                     model_lines_of: Callable[[Instruction], list[dict]] = lambda ins: []) -> FusionMap:
     """``lines_of(instruction)`` -> cell lines of that op's call stack;
-    ``source_of(instruction)`` -> its innermost Python frame as "file.py:LINE"."""
+    ``source_of(instruction)`` -> its innermost Python frame as "file.py:LINE";
+    ``model_lines_of(instruction)`` -> the model's own lines of that op (innermost outside torch)."""
     fmap = FusionMap()
     callers = _callers_of_scheduled(module)
     for comp_name, caller in callers.items():
@@ -116,11 +128,14 @@ def build_fusion_map(module: HloModule, lines_of: Callable[[Instruction], list[d
                 with_metadata = [caller[0]] if caller[0].op_key else _inherited(*caller)
             aten = sorted({_aten(m.op_key[0]) for m in with_metadata})
             lines: dict[tuple, dict] = {}
+            model_lines: dict[tuple, dict] = {}
             sources: dict[str, None] = {}
             seen_sources: set = set()
             for m in with_metadata:
                 for ln in lines_of(m):
                     lines.setdefault((ln.get("cell"), ln["line"]), ln)
+                for ln in model_lines_of(m):
+                    model_lines.setdefault(_line_key(ln), ln)
                 _, _, file, line = m.op_key
                 if file and (file, line) not in seen_sources:
                     seen_sources.add((file, line))
@@ -133,19 +148,26 @@ def build_fusion_map(module: HloModule, lines_of: Callable[[Instruction], list[d
                 lines=list(lines.values()),  # in the order the ops appear: stable across kernels runs
                 sources=list(sources)[:8], shape=str(ins.shape),
                 flops=instruction_flops(ins, module, comp), bytes=kernel_bytes(ins, comp),
-                collective=ins.opcode in COLLECTIVES,
+                collective=ins.opcode in COLLECTIVES, model_lines=list(model_lines.values()),
             ))
-    _infer_missing_lines(module, fmap, lines_of, callers)
+    _infer_missing_lines(module, fmap, lines_of, callers, "lines")
+    _infer_missing_lines(module, fmap, model_lines_of, callers, "model_lines")
     return fmap
 
 
-def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, depth: int = 6) -> None:
+def _line_key(ln: dict) -> tuple:
+    return ln.get("cell"), ln.get("file"), ln["line"]
+
+
+def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, attr: str,
+                         depth: int = 6) -> None:
     """Backward ops have no Python stack; credit them to the lines that produced their inputs (the
     forward activations and weights they differentiate), breadth first through the data flow; for
-    ops in a computation run by a ``call``, continue from that call's inputs."""
+    ops in a computation run by a ``call``, continue from that call's inputs. ``attr``: which of
+    the kernel's line lists (cell lines or model lines) to fill."""
     by_kernel = {k.name: k for k in fmap.kernels}
     for k in fmap.kernels:
-        if k.lines:
+        if getattr(k, attr):
             continue
         comp = module.computations.get(k.computation)
         if comp is None:
@@ -164,18 +186,19 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
                     continue
                 seen.add(name)
                 producer = by_kernel.get(name)
-                lines = producer.lines if producer is not None else lines_of(comp.by_name[name])
+                lines = getattr(producer, attr) if producer is not None else lines_of(comp.by_name[name])
                 if lines:
                     for ln in lines:
-                        found.setdefault((ln.get("cell"), ln["line"]), ln)
+                        found.setdefault(_line_key(ln), ln)
                 else:
                     nxt.extend(comp.by_name[name].operands)
             if found:
                 break
             frontier = nxt
         if found:
-            k.lines = list(found.values())
-            k.lines_inferred = True
+            setattr(k, attr, list(found.values()))
+            if attr == "lines":
+                k.lines_inferred = True
 
 
 def _inherited(ins: Instruction, comp: Computation) -> list[Instruction]:

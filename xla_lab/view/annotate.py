@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xla_lab.capture.records import CellCapture, StepRecord
 
-from .details import fmt_count, main_step
+from .details import file_lines, fmt_count, main_step
 
 
 def line_kernels(step: StepRecord) -> list[tuple[dict, list[dict]]]:
@@ -16,6 +16,17 @@ def line_kernels(step: StepRecord) -> list[tuple[dict, list[dict]]]:
             entry = by_line.setdefault((ln.get("cell"), ln["line"]), (ln, []))
             entry[1].append(k)
     return list(by_line.values())
+
+
+def file_line_kernels(step: StepRecord) -> dict[str, list[tuple[dict, list[dict]]]]:
+    """File -> (line, kernels) for every line of a model file (a local module, a library such as
+    transformers) that feeds a kernel of the step's graph, by line number."""
+    by_file: dict[str, dict[int, tuple[dict, list[dict]]]] = {}
+    for k in step.fusions or []:
+        for ln in file_lines(k):
+            entry = by_file.setdefault(ln["file"], {}).setdefault(ln["line"], (ln, []))
+            entry[1].append(k)
+    return {f: [by_line[n] for n in sorted(by_line)] for f, by_line in sorted(by_file.items())}
 
 
 def annotate(target: CellCapture | StepRecord) -> str:
@@ -31,4 +42,11 @@ def annotate(target: CellCapture | StepRecord) -> str:
             inferred = " (via data flow)" if k.get("lines_inferred") else ""
             ops = ", ".join(op.removeprefix("aten::") for op in k["aten_ops"])
             out.append(f"    {k['name']:<28} {k['kind']:<10} {fmt_count(k['flops'], 'FLOP'):>12}  {ops}{inferred}")
+    for file, rows in file_line_kernels(step).items():
+        out.append(f"{file}:")
+        for ln, kernels in rows:
+            out.append(f"  line {ln['line']} ({ln.get('function') or '?'}): {ln.get('code') or ''}")
+            for k in sorted(kernels, key=lambda k: (-k["flops"], k["name"])):
+                ops = ", ".join(op.removeprefix("aten::") for op in k["aten_ops"])
+                out.append(f"    {k['name']:<28} {k['kind']:<10} {fmt_count(k['flops'], 'FLOP'):>12}  {ops}")
     return "\n".join(out)

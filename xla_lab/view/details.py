@@ -32,14 +32,36 @@ def fmt_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
+def fmt_line(ln: dict) -> str:
+    """``[5]:3`` for a cell line, ``modeling_bert.py:413`` for a line of a file."""
+    cell = ln.get("cell")
+    if cell is not None:
+        return f"[{cell}]:{ln['line']}"
+    return f"{(ln.get('file') or '').rsplit('/', 1)[-1]}:{ln['line']}"
+
+
 def fmt_lines(lines: list[dict], limit: int = 4) -> str:
-    out = []
-    for ln in lines[:limit]:
-        cell = ln.get("cell")
-        out.append(f"[{cell}]:{ln['line']}" if cell is not None else f"{ln.get('file', '')}:{ln['line']}")
+    out = [fmt_line(ln) for ln in lines[:limit]]
     if len(lines) > limit:
         out.append(f"+{len(lines) - limit}")
     return " ".join(out)
+
+
+def file_lines(kernel: dict) -> list[dict]:
+    """The kernel's model lines that are in files (a module, a library), not in cells: where inside
+    the model the cell line's call led."""
+    return [ln for ln in kernel.get("model_lines") or [] if ln.get("cell") is None and ln.get("file")]
+
+
+def kernel_lines_text(kernel: dict, limit: int = 2) -> str:
+    """Cell lines, then the model's own lines in files: ``[5]:3 (modeling_bert.py:413)``."""
+    text = fmt_lines(kernel["lines"])
+    inside = file_lines(kernel)
+    if inside:
+        more = f", +{len(inside) - limit}" if len(inside) > limit else ""
+        inner = ", ".join(fmt_line(ln) for ln in inside[:limit]) + more
+        text = f"{text} ({inner})" if text else inner
+    return text or ", ".join(kernel["sources"][:2])
 
 
 def main_step(c: CellCapture) -> StepRecord | None:
@@ -63,9 +85,8 @@ def kernel_rows(step: StepRecord, top: int | None = 6) -> list[KernelRow]:
         ops = ", ".join(op.removeprefix("aten::") for op in k["aten_ops"][:4])
         if len(k["aten_ops"]) > 4:
             ops += f" +{len(k['aten_ops']) - 4}"
-        lines = fmt_lines(k["lines"]) or ", ".join(k["sources"][:2])
         rows.append(KernelRow(k["name"], k["kind"], fmt_count(k["flops"], "FLOP"), fmt_bytes(k["bytes"]),
-                              ops, lines))
+                              ops, kernel_lines_text(k)))
     return rows
 
 

@@ -13,7 +13,8 @@ forward op whose values they read, prefixed ``autograd > ``; ops written directl
 scope (their ``cell``/``line`` say where they are); a node with no call stack at all has its innermost
 frame (``linear.py:134``). Added to the contract: per graph ``ir_source``, ``steps`` (indices of the
 steps that ran it) and ``kernel_share`` (share of non-input nodes mapped to a kernel); per source line
-``flops`` (estimated flops of the kernels it feeds). ``source_lines`` kernels are the main graph's.
+``flops`` (estimated flops of the kernels it feeds). ``source_lines`` kernels are the main graph's;
+``model_files`` lists the lines of model files (outside the cell) that feed them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections import Counter
 from xla_lab.capture.ir_graph import parse_ir_text
 from xla_lab.capture.records import CellCapture, GraphArtifacts
 
-from .annotate import line_kernels
+from .annotate import file_line_kernels, line_kernels
 from .details import fmt_bytes, main_step
 from .summary import notes
 
@@ -46,6 +47,7 @@ def panel_model(capture: CellCapture, runs: list[CellCapture] | tuple = ()) -> d
         "main_graph": main,
         "graphs": {h: graph_model(a, [s.index for s in capture.steps if s.graph_hash == h]) for h, a in arts.items()},
         "source_lines": source_lines(capture),
+        "model_files": model_files(capture),
         "runs": [run_model(r) for r in earlier + [capture]],
     }
 
@@ -138,6 +140,24 @@ def source_lines(c: CellCapture) -> list[dict]:
         kernels = by_line.get(number, [])
         out.append({"line": number, "code": code, "kernels": [k["name"] for k in kernels],
                     "flops": sum(k["flops"] for k in kernels)})
+    return out
+
+
+MAX_MODEL_FILES, MAX_FILE_LINES = 40, 400  # bounds what an untrusted or huge capture can draw
+
+
+def model_files(c: CellCapture) -> list[dict]:
+    """The lines of model files (local modules, libraries such as transformers) that feed kernels of
+    the main graph, per file, each with its kernels: the annotated source of code outside the cell."""
+    step = main_step(c)
+    if step is None or not step.fusions:
+        return []
+    out = []
+    for file, rows in list(file_line_kernels(step).items())[:MAX_MODEL_FILES]:
+        out.append({"file": file, "lines": [
+            {"line": ln["line"], "code": ln.get("code") or "", "function": ln.get("function") or "",
+             "kernels": [k["name"] for k in kernels], "flops": sum(k["flops"] for k in kernels)}
+            for ln, kernels in rows[:MAX_FILE_LINES]]})
     return out
 
 

@@ -1,5 +1,5 @@
 // The fusion map's table: sorting kernels, their lines, and the annotated cell source.
-import type { Kernel, SourceLine } from "./model";
+import type { Kernel, SourceLine, SourceRef } from "./model";
 
 export type KernelSortKey = "name" | "kind" | "flops" | "bytes" | "members";
 
@@ -16,10 +16,27 @@ export function sortKernels(kernels: readonly Kernel[], key: KernelSortKey, desc
   });
 }
 
+/** `[5]:3` for a cell line, `modeling_bert.py:413` for a line of a file. */
+export function refText(l: SourceRef): string {
+  return l.cell != null ? `[${l.cell}]:${l.line}` : `${(l.file ?? "").split("/").pop()}:${l.line}`;
+}
+
+/** The kernel's model lines that are in files (a module, a library), not cells. */
+export function fileLines(k: Kernel): SourceRef[] {
+  return (k.model_lines ?? []).filter((l) => l.cell == null && l.file);
+}
+
+/** Cell lines, then the model's own lines in files: `[5]:3 (modeling_bert.py:413)`. */
 export function kernelLineText(k: Kernel, limit = 4): string {
-  const parts = k.lines.slice(0, limit).map((l) => (l.cell != null ? `[${l.cell}]:${l.line}` : `${l.file ?? ""}:${l.line}`));
+  const parts = k.lines.slice(0, limit).map(refText);
   if (k.lines.length > limit) parts.push(`+${k.lines.length - limit}`);
-  return parts.length ? parts.join(" ") : k.sources.slice(0, 2).join(", ");
+  let text = parts.join(" ");
+  const inside = fileLines(k);
+  if (inside.length) {
+    const inner = inside.slice(0, 2).map(refText).join(", ") + (inside.length > 2 ? `, +${inside.length - 2}` : "");
+    text = text ? `${text} (${inner})` : inner;
+  }
+  return text || k.sources.slice(0, 2).join(", ");
 }
 
 export interface AnnotatedLine { line: number; code: string; kernels: string[]; flops: number; bytes: number; heat: number }

@@ -4,12 +4,14 @@
 
 export const PANEL_SCHEMA = "xla_lab.panel/1";
 
-export interface SourceRef { cell: number | null; line: number; code?: string | null; file?: string }
+export interface SourceRef { cell: number | null; line: number; code?: string | null; file?: string; function?: string }
 
 export interface Kernel {
   name: string; kind: string; computation?: string;
   members: string[]; aten_ops: string[]; lines: SourceRef[]; sources: string[];
   shape: string; flops: number; bytes: number; collective?: boolean; lines_inferred?: boolean;
+  /** the model's own lines: innermost frame outside torch / torch_xla (a cell, a module, a library) */
+  model_lines: SourceRef[];
 }
 
 export interface BufferInfo {
@@ -60,6 +62,9 @@ export interface Summary {
 
 export interface SourceLine { line: number; code: string; kernels: string[] }
 
+/** A model file (a local module, a library such as transformers): its lines that feed kernels. */
+export interface ModelFile { file: string; lines: (SourceLine & { function: string })[] }
+
 export interface RunStep {
   index: number; cache: string;
   trace_s: number | null; compile_s: number | null; execute_s: number | null; transfer_s: number | null;
@@ -69,7 +74,7 @@ export interface Run { execution_count: number | null; started_at: number; steps
 
 export interface PanelModel {
   schema: string; capture: Capture; summary: Summary; main_graph: string | null;
-  graphs: Record<string, Graph>; source_lines: SourceLine[]; runs: Run[];
+  graphs: Record<string, Graph>; source_lines: SourceLine[]; model_files: ModelFile[]; runs: Run[];
 }
 
 export interface Progress {
@@ -152,6 +157,16 @@ export function parseGraph(v: unknown, path = "graph"): Graph {
   return { name: str(o.name ?? "graph", `${path}.name`), hash: str(o.hash ?? "", `${path}.hash`), nodes, edges, roots };
 }
 
+function parseRef(v: unknown, path: string): SourceRef {
+  const lo = obj(v, path);
+  const ref: SourceRef = { cell: numOrNull(lo.cell ?? null, `${path}.cell`), line: num(lo.line, `${path}.line`),
+    code: strOrNull(lo.code ?? null, `${path}.code`) };
+  const file = strOrNull(lo.file ?? null, `${path}.file`), fn = strOrNull(lo.function ?? null, `${path}.function`);
+  if (file !== null) ref.file = file;
+  if (fn !== null) ref.function = fn;
+  return ref;
+}
+
 function parseKernel(v: unknown, path: string): Kernel {
   const o = obj(v, path);
   return {
@@ -160,11 +175,8 @@ function parseKernel(v: unknown, path: string): Kernel {
     kind: str(o.kind ?? "", `${path}.kind`),
     members: strList(o.members, `${path}.members`),
     aten_ops: strList(o.aten_ops, `${path}.aten_ops`),
-    lines: arr(o.lines ?? [], `${path}.lines`).map((l, i) => {
-      const lo = obj(l, `${path}.lines[${i}]`);
-      return { ...lo, cell: numOrNull(lo.cell, `${path}.lines[${i}].cell`), line: num(lo.line, `${path}.lines[${i}].line`),
-        code: strOrNull(lo.code, `${path}.lines[${i}].code`) } as SourceRef;
-    }),
+    lines: arr(o.lines ?? [], `${path}.lines`).map((l, i) => parseRef(l, `${path}.lines[${i}]`)),
+    model_lines: arr(o.model_lines ?? [], `${path}.model_lines`).map((l, i) => parseRef(l, `${path}.model_lines[${i}]`)),
     sources: strList(o.sources, `${path}.sources`),
     shape: str(o.shape ?? "", `${path}.shape`),
     flops: num(o.flops ?? 0, `${path}.flops`),
@@ -268,6 +280,14 @@ export function parsePanelModel(raw: unknown): PanelModel {
       const lo = obj(l, `model.source_lines[${i}]`);
       return { line: num(lo.line, `model.source_lines[${i}].line`), code: str(lo.code ?? "", `model.source_lines[${i}].code`),
         kernels: strList(lo.kernels, `model.source_lines[${i}].kernels`) };
+    }),
+    model_files: arr(o.model_files ?? [], "model.model_files").map((f, i) => {
+      const p = `model.model_files[${i}]`, fo = obj(f, p);
+      return { file: str(fo.file, `${p}.file`), lines: arr(fo.lines ?? [], `${p}.lines`).map((l, j) => {
+        const lo = obj(l, `${p}.lines[${j}]`);
+        return { line: num(lo.line, `${p}.lines[${j}].line`), code: str(lo.code ?? "", `${p}.lines[${j}].code`),
+          function: str(lo.function ?? "", `${p}.lines[${j}].function`), kernels: strList(lo.kernels, `${p}.lines[${j}].kernels`) };
+      }) };
     }),
     runs: arr(o.runs ?? [], "model.runs").map((r, i) => parseRun(r, `model.runs[${i}]`)),
   };

@@ -2,8 +2,8 @@
 // annotated with the kernels each line feeds.
 import { kernelColor } from "../core/dot";
 import { fmtBytes, fmtCount } from "../core/format";
-import { annotateSource, kernelLineText, sortKernels, type KernelSortKey } from "../core/kernels";
-import type { Kernel, SourceLine, SourceRef } from "../core/model";
+import { annotateSource, fileLines, kernelLineText, sortKernels, type AnnotatedLine, type KernelSortKey } from "../core/kernels";
+import type { Kernel, ModelFile, SourceLine, SourceRef } from "../core/model";
 import { h } from "./dom";
 
 export interface FusionView { el: HTMLElement; focusKernel(name: string): void }
@@ -11,7 +11,8 @@ export interface FusionView { el: HTMLElement; focusKernel(name: string): void }
 const COLS: [KernelSortKey | null, string][] = [["name", "kernel"], ["kind", "kind"], [null, "shape"], ["flops", "flops"], ["bytes", "bytes"], ["members", "members"], [null, "aten ops"], [null, "lines"]];
 
 /** `onSource`: when set, opening a kernel (or clicking one of its lines) also shows that source line (the side panel). */
-export function renderFusion(kernels: readonly Kernel[], source: readonly SourceLine[], onSource?: (ref: SourceRef) => void): FusionView {
+export function renderFusion(kernels: readonly Kernel[], source: readonly SourceLine[], onSource?: (ref: SourceRef) => void,
+  modelFiles: readonly ModelFile[] = []): FusionView {
   let key: KernelSortKey = "flops";
   let desc = true;
   const open = new Set<string>();
@@ -59,6 +60,9 @@ export function renderFusion(kernels: readonly Kernel[], source: readonly Source
           }
           return li;
         })) : "-"),
+      fileLines(k).length ? h("div", null, h("b", null, "model lines (outside the cell): "),
+        h("ul", null, fileLines(k).map((l) => h("li", null, `${l.file}:${l.line}${l.function ? ` (${l.function})` : ""} `,
+          l.code ? h("code", null, l.code) : "")))) : null,
       k.sources.length ? h("div", null, h("b", null, "library frames: "), k.sources.join(", ")) : null,
       h("div", null, h("b", null, "computation: "), h("code", null, k.computation ?? "-")));
   }
@@ -66,20 +70,27 @@ export function renderFusion(kernels: readonly Kernel[], source: readonly Source
   drawTable();
 
   // annotated source, like %%cython -a: heat by the work of the kernels each line feeds
-  const rows = annotateSource(source, kernels);
-  if (rows.length) {
+  const annotated = (rows: AnnotatedLine[], fns?: string[]) => {
     const src = h("div", { class: "xla-annotated", role: "list" });
-    for (const r of rows) {
+    rows.forEach((r, i) => {
       const line = h("div", { class: "xla-ann-line", role: "listitem", style: `--xla-heat:${r.heat.toFixed(3)}`, "data-line": r.line },
-        h("span", { class: "xla-ln" }, String(r.line)), h("span", { class: "xla-ann-code" }, r.code || " "),
+        h("span", { class: "xla-ln" }, String(r.line)), h("span", { class: "xla-ann-code" }, r.code || " ", fns?.[i] ? h("span", { class: "xla-muted" }, `  (${fns[i]})`) : ""),
         h("span", { class: "xla-ann-kernels" }, r.kernels.slice(0, 6).map((name) => {
           const a = h("button", { type: "button", class: "xla-chip", "data-kernel": name, style: `border-color:${kernelColor(name)}` }, name);
           a.addEventListener("click", (e) => { e.stopPropagation(); focusKernel(name); });
           return a;
         }), r.kernels.length > 6 ? ` +${r.kernels.length - 6}` : ""));
       src.append(line);
-    }
-    el.append(h("h4", null, "Cell source, line by line: the kernels each line feeds (shade: their flops + bytes)"), src);
+    });
+    return src;
+  };
+  const rows = annotateSource(source, kernels);
+  if (rows.length) el.append(h("h4", null, "Cell source, line by line: the kernels each line feeds (shade: their flops + bytes)"), annotated(rows));
+  for (const f of modelFiles) {
+    const fileRows = annotateSource(f.lines, kernels);
+    if (!fileRows.length) continue;
+    el.append(h("h4", { class: "xla-model-file", "data-file": f.file }, `Model file ${f.file}: the lines that feed kernels`),
+      annotated(fileRows, f.lines.map((l) => l.function)));
   }
 
   function focusKernel(name: string) {

@@ -173,7 +173,7 @@ export class PanelView {
     clear(pane);
     if (t === "summary") pane.append(renderSummary(m));
     else if (t === "hlo") pane.append(renderHlo(art?.hlo_before, art?.hlo_after, { kernels: new Set(kernels.map((k) => k.name)), onKernel: (k) => this.showKernel(k) }));
-    else if (t === "fusion") { this.fusion = renderFusion(kernels, m.source_lines, this.onSource); pane.append(this.fusion.el); }
+    else if (t === "fusion") { this.fusion = renderFusion(kernels, m.source_lines, this.onSource, m.model_files); pane.append(this.fusion.el); }
     else if (t === "timeline") pane.append(renderTimeline(m.runs.length ? m.runs : [{ execution_count: m.capture.execution_count, started_at: m.capture.started_at,
       steps: m.capture.steps.map((s) => ({ index: s.index, cache: s.cache, trace_s: s.timings.trace_s ?? null, compile_s: s.timings.compile_s ?? null,
         execute_s: s.timings.execute_s ?? null, transfer_s: (s.timings.to_device_s ?? 0) + (s.timings.from_device_s ?? 0) })) }]));
