@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import functools
 import gc
-import importlib.util
 import linecache
 import os
-import sys
-import sysconfig
 
 from xla_lab.hlo.constants import large_constants
 from xla_lab.hlo.fusion_map import build_fusion_map
@@ -25,6 +22,7 @@ from xla_lab.hlo.proto_frames import ProtoError, PyFrame, instruction_stacks
 from xla_lab.hlo.signature import graph_signature
 from xla_lab.hlo.sharding import ShardingParseError, spmd_summary
 
+from .frames import import_path, is_internal
 from .ir_graph import format_ir_text
 from .recompile import describe_line
 from .records import GraphArtifacts
@@ -67,50 +65,6 @@ class CellFiles:
                 return {"cell": None, "file": import_path(frame.file), "line": frame.line,
                         "function": frame.function, "code": code}
         return None
-
-
-_INTERNAL_PACKAGES = ("torch", "torch_xla", "functorch", "xla_lab", "IPython", "ipykernel")
-
-
-@functools.cache
-def _internal_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(package directories, standard library directories), each ending in a separator."""
-    packages = set()
-    for name in _INTERNAL_PACKAGES:
-        module = sys.modules.get(name)
-        spec = module.__spec__ if module is not None else importlib.util.find_spec(name)
-        packages.update((spec.submodule_search_locations or []) if spec else [])
-    paths = sysconfig.get_paths()
-    stdlib = {paths["stdlib"], paths["platstdlib"]}
-    return (tuple(os.path.join(os.path.realpath(r), "") for r in packages),
-            tuple(os.path.join(os.path.realpath(r), "") for r in stdlib if r))
-
-
-@functools.lru_cache(maxsize=8192)
-def is_internal(file: str) -> bool:
-    """Is this file part of torch, torch_xla (the machinery between a model and XLA), xla_lab, IPython
-    or Python's standard library, rather than the model's own code (a cell, a local module, a
-    library such as transformers or torchvision)?"""
-    if file.startswith("<"):  # "<frozen importlib._bootstrap>" and the like (cells are known by name)
-        return True
-    path = os.path.realpath(file)
-    packages, stdlib = _internal_roots()
-    if path.startswith(packages):
-        return True
-    return path.startswith(stdlib) and "/site-packages/" not in path and "/dist-packages/" not in path
-
-
-@functools.lru_cache(maxsize=4096)
-def import_path(file: str) -> str:
-    """A model file's path as short as it is unambiguous: relative to the ``sys.path`` entry it was
-    imported from (``transformers/models/bert/modeling_bert.py``), else as given."""
-    path = os.path.realpath(file)
-    best = ""
-    for entry in sys.path:
-        root = os.path.join(os.path.realpath(entry or os.getcwd()), "")
-        if path.startswith(root) and len(root) > len(best):
-            best = root
-    return path[len(best):] if best else file
 
 
 def analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) -> list[str]:

@@ -16,6 +16,9 @@ TIMED = {
     "execute": ("ExecuteTime", "ExecuteReplicatedTime"),
     "to_device": ("TransferToDeviceTime",),
     "from_device": ("TransferFromDeviceTime",),
+    # eager mode (torch_xla.experimental.eager_mode): each op compiled and run on its own, no sync
+    "eager_compile": ("EagerOpCompileTime",),
+    "eager_execute": ("EagerOpExecuteTime",),
 }
 COUNTERS = ("UncachedCompile", "CachedCompile", "MarkStep")
 # ``.item()`` is implemented as a CPU fallback of this op: it reads a value, it is not an op that

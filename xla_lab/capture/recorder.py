@@ -138,7 +138,8 @@ class CellRecorder:
             )
         if executions:
             self._steps_from_events(events, irs, modules)
-            joins.explain_recompiles(self.capture.steps, joins.previous_runs(self.capture, self.earlier, self.named))
+            joins.explain_recompiles(self.capture.steps, joins.previous_runs(self.capture, self.earlier, self.named),
+                                    self.earlier)
         else:
             self.capture.steps = joins.steps_from_metrics(delta.samples, self.capture.graph_name)
             self._explicit_of_step = [None] * len(self.capture.steps)
@@ -153,6 +154,14 @@ class CellRecorder:
                 f"torch_xla recorded {executions} executions and {compiles} compiles for {len(self.capture.steps)} "
                 f"steps with {misses} misses (work outside the graph syncs, e.g. another thread, ran too): "
                 "per-step times were matched to the latest samples and may be shifted; totals are exact."
+            )
+        eager_ops, eager_compiles = delta.counts.get("eager_execute", 0), delta.counts.get("eager_compile", 0)
+        if eager_ops or eager_compiles:
+            self.capture.notes.append(
+                f"eager mode: {eager_ops} ops ran one by one (torch_xla.experimental.eager_mode), "
+                f"{eager_compiles} of them compiled on their own ({delta.totals_s['eager_compile']:.3f} s compiling, "
+                f"{delta.totals_s['eager_execute']:.3f} s running); XLA fuses nothing across them and they are "
+                "not graph steps. For a fused graph, wrap the step in torch_xla.compile or leave eager mode."
             )
         if self._tracking.compiled_while_paused:
             self.capture.notes.append(
@@ -173,7 +182,7 @@ class CellRecorder:
         for g in irs:
             ir_by_hash.setdefault(g.graph_hash, g.ir_text)
         paired = joins.pair_executions(events, len(modules), self._hook.records)
-        steps = joins.steps_of(paired, self.cell_file, self.source_lines)
+        steps = joins.steps_of(paired, self.cell_file, self.source_lines, self.cells.files)
         for step, p in zip(steps, paired):
             artifacts = step.artifacts = self.store.get_or_create(step.graph_hash, step.graph_name)
             if step.graph_hash in ir_by_hash:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .frames import frame_code, model_frame
 from .metrics import Sample
-from .recompile import explain
+from .recompile import explain, op_similarity
 from .records import TIMING_KEYS, CellCapture, StepRecord
 from .xla_logs import Frame, SyncEvent
 
@@ -85,7 +86,8 @@ def pair_executions(events: list[SyncEvent], modules: int, explicit: list[Explic
     return out
 
 
-def steps_of(paired: list[Paired], cell_file: str | None, source_lines: list[str]) -> list[StepRecord]:
+def steps_of(paired: list[Paired], cell_file: str | None, source_lines: list[str],
+             cell_files: dict[str, int | None] | None = None) -> list[StepRecord]:
     """The steps of the paired executions: graph, cache state (a hit may later turn out to be
     ``precompiled``), cause and cell line; no artifacts yet (the recorder attaches the stored ones)."""
     steps = []
@@ -97,7 +99,7 @@ def steps_of(paired: list[Paired], cell_file: str | None, source_lines: list[str
         if where is None:
             line = cell_line(p.event.frames, cell_file)
             code = source_lines[line - 1].strip() if line is not None and 1 <= line <= len(source_lines) else None
-            where = seen[key] = (line, code, sync_cause(p.event, p.explicit, line, code))
+            where = seen[key] = (line, code, sync_cause(p.event, p.explicit, line, code, cell_file, cell_files))
         line, code, cause = where
         steps.append(StepRecord(index=len(steps), graph_name=p.event.graph_name, graph_hash=p.event.graph_hash,
                                 cache="miss" if p.miss else "hit", sync_cause=cause,
@@ -111,11 +113,23 @@ def cell_line(frames: list[Frame], cell_file: str | None) -> int | None:
     return next((f.line for f in frames if f.file == cell_file), None)
 
 
-def sync_cause(event: SyncEvent, explicit: ExplicitSync | None, line: int | None, code: str | None) -> str:
-    """Why the step synced: ``line``/``code``: the cell line in its frames, if any."""
+def sync_cause(event: SyncEvent, explicit: ExplicitSync | None, line: int | None, code: str | None,
+               cell_file: str | None = None, cell_files: dict[str, int | None] | None = None) -> str:
+    """Why the step synced: ``line``/``code``: the cell line in its frames, if any (``cell_file``:
+    the running cell's file, to tell its frames from those of the model's code it called;
+    ``cell_files``: the notebook's cell files and their execution counts, to name other cells)."""
     if explicit is not None and explicit.final:
         return "end of cell"
     functions = [(f.function, os.path.basename(f.file)) for f in event.frames]
+    if ("optimized_mod", "dynamo_bridge.py") in functions:
+        which = "backward" if ("_backward_impl", "runtime_wrappers.py") in functions else "forward"
+        caller = model_frame(event.frames, stop_at=cell_file) if cell_file is not None else None
+        called = f", called {_where(caller, cell_files)}" if caller is not None else ""
+        return f"torch.compile(backend=\"openxla\") ran its compiled {which} graph{called}"
+    if ("_clear_pending_ops_before_compile", "torch_xla.py") in functions:
+        return "torch_xla.compile(): work pending before the compiled function, run first"
+    if ("sync", "torch_xla.py") in functions and ("_compile", "torch_xla.py") in functions:
+        return "torch_xla.compile(): the end of the compiled function"
     if explicit is not None or any(f.function == HOOK_FUNCTION for f in event.frames):
         if ("next", "parallel_loader.py") in functions:
             return "torch_xla.sync() by the device loader (MpDeviceLoader)"
@@ -124,7 +138,7 @@ def sync_cause(event: SyncEvent, explicit: ExplicitSync | None, line: int | None
         if ("optimizer_step", "xla_model.py") in functions:
             return "xm.optimizer_step(barrier=True)"
         return "torch_xla.sync()"
-    return implicit_cause(event.frames, code)
+    return implicit_cause(event.frames, code, cell_file, cell_files)
 
 
 _VALUE_READS = (
@@ -137,19 +151,43 @@ _VALUE_READS = (
 )
 
 
-def implicit_cause(frames: list[Frame], code: str | None) -> str:
-    """Name the Python action that made torch_xla run the graph before a sync was asked for."""
+_BRANCHES = ("if ", "elif ", "while ", "assert ")
+
+
+def _where(frame: Frame, cell_files: dict[str, int | None] | None) -> str:
+    """``cell [3] line 7`` for a frame in a notebook cell, ``modeling_bert.py:413`` for a file."""
+    if cell_files and frame.file in cell_files:
+        count = cell_files[frame.file]
+        return f"at cell [{count}] line {frame.line}" if count is not None else f"at line {frame.line} of a cell"
+    return f"in {os.path.basename(frame.file)}:{frame.line}"
+
+
+def _short_code(code: str | None, limit: int = 80) -> str | None:
+    return code if code is None or len(code) <= limit else code[:limit - 3] + "..."
+
+
+def implicit_cause(frames: list[Frame], code: str | None, cell_file: str | None = None,
+                   cell_files: dict[str, int | None] | None = None) -> str:
+    """Name the Python action that made torch_xla run the graph before a sync was asked for. When it
+    happened inside the model's code the cell called (a module, a library such as transformers), the
+    cause names that line (``frames``: innermost first)."""
     names = [(f.function, os.path.basename(f.file)) for f in frames]
+    inner = model_frame(frames, stop_at=cell_file) if cell_file is not None else None
+    inner_code = frame_code(inner) if inner is not None else None
+    at = f" {_where(inner, cell_files)} ({_short_code(inner_code) or inner.function})" if inner else ""
     if any(file == "_tensor_str.py" or (fn in ("__repr__", "__str__", "__format__") and file == "_tensor.py")
            for fn, file in names):
-        return "implicit: tensor printed (print/repr/format needs its value)"
-    if code:
-        for needle, label in _VALUE_READS:
-            if needle in code:
-                return f"implicit: {label} reads the value"
-    if any(fn in ("__bool__", "__index__", "__int__", "__float__") for fn, _ in names):
-        return "implicit: tensor used as a Python number/bool"
-    return "implicit: Python read a tensor's value (data-dependent code or a CPU fallback)"
+        return f"implicit: tensor printed (print/repr/format needs its value){at}"
+    for text in (inner_code, code):
+        for needle, label in _VALUE_READS if text else ():
+            if needle in text:
+                return f"implicit: {label} reads the value{at}"
+    if ("__contains__", "_tensor.py") in names:
+        return f"implicit: `in` on a tensor reads its values{at}"
+    if any(fn in ("__bool__", "__index__", "__int__", "__float__") for fn, _ in names) or \
+            (inner_code or "").startswith(_BRANCHES):
+        return f"implicit: tensor used as a Python number/bool{at}"
+    return f"implicit: Python read a tensor's value (data-dependent code or a CPU fallback){at}"
 
 
 # --- recompiles ------------------------------------------------------------------------------------
@@ -175,12 +213,51 @@ def baseline(step: StepRecord, steps: list[StepRecord], runs: list[CellCapture])
     return next((c for c in candidates if _same_arity(c, step)), candidates[0] if candidates else None)
 
 
-def explain_recompiles(steps: list[StepRecord], runs: list[CellCapture]) -> None:
-    """Set ``recompile_reason`` on every miss (``runs``: ``previous_runs``)."""
+NEAREST_MIN_SIMILARITY = 0.5  # share of traced ops two graphs must share to be compared
+NEAREST_MAX_GRAPHS = 64  # earlier graphs of other cells looked at, newest first
+
+
+def nearest_elsewhere(step: StepRecord, others: list[CellCapture]) -> tuple[StepRecord, CellCapture] | None:
+    """For a miss with no earlier graph of its own cell: the most similar earlier graph in the whole
+    kernel (most traced ops in common; the same number of inputs first), e.g. the graph of another
+    cell that called the same function with another shape."""
+    new = step.artifacts.signature if step.artifacts else None
+    if not new:
+        return None
+    best, best_key, seen = None, (0.0, False), set()
+    for capture in reversed(others):
+        for other in capture.steps:
+            sig = other.artifacts.signature if other.artifacts else None
+            if not sig or other.graph_hash in seen or other.graph_hash == step.graph_hash:
+                continue
+            seen.add(other.graph_hash)
+            score = op_similarity(new, sig)
+            key = (len(sig["params"]) == len(new["params"]), score)
+            if score >= NEAREST_MIN_SIMILARITY and key > best_key:
+                best, best_key = (other, capture), key
+        if len(seen) >= NEAREST_MAX_GRAPHS:
+            break
+    return best
+
+
+def _label(step: StepRecord, capture: CellCapture) -> str:
+    cell = f"cell [{capture.execution_count}]" if capture.execution_count is not None else "an earlier cell"
+    named = f" \"{capture.graph_name}\"" if capture.graph_name and not capture.graph_name.startswith("cell_") else ""
+    return f"{cell}{named} step {step.index}'s graph"
+
+
+def explain_recompiles(steps: list[StepRecord], runs: list[CellCapture], others: list[CellCapture] = ()) -> None:
+    """Set ``recompile_reason`` on every miss (``runs``: ``previous_runs``; ``others``: every earlier
+    capture of the kernel, searched for the nearest graph when the cell has none of its own)."""
     for step in steps:
         if step.cache != "miss":
             continue
         base = baseline(step, steps, runs)
+        compared_with = None
+        if base is None and others:
+            found = nearest_elsewhere(step, [c for c in others if c not in runs])
+            if found is not None:
+                base, compared_with = found[0], _label(*found)
         new = step.artifacts.signature if step.artifacts else None
         old = base.artifacts.signature if base is not None and base.artifacts else None
         split = None
@@ -196,7 +273,7 @@ def explain_recompiles(steps: list[StepRecord], runs: list[CellCapture]) -> None
                 "the earlier graph of this cell was evicted to bound memory (XLA_LAB_MAX_GRAPHS), so it "
                 "cannot be compared" if evicted else "the earlier graph of this cell has no captured HLO to compare with")
         else:
-            step.recompile_reason = explain(new, old, split_by=split)
+            step.recompile_reason = explain(new, old, split_by=split, compared_with=compared_with)
 
 
 def _same_arity(a: StepRecord, b: StepRecord) -> bool:

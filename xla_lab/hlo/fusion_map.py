@@ -166,6 +166,7 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
     ops in a computation run by a ``call``, continue from that call's inputs. ``attr``: which of
     the kernel's line lists (cell lines or model lines) to fill."""
     by_kernel = {k.name: k for k in fmap.kernels}
+    users_of: dict[str, dict] = {}
     for k in fmap.kernels:
         if getattr(k, attr):
             continue
@@ -195,10 +196,44 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
             if found:
                 break
             frontier = nxt
+        if not found:  # nothing upstream (an iota, a constant XLA made): credit what uses it
+            if comp.name not in users_of:
+                users_of[comp.name] = _users(comp)
+            found = _consumer_lines(comp, users_of[comp.name], k.name, by_kernel, lines_of, attr, depth)
         if found:
             setattr(k, attr, list(found.values()))
             if attr == "lines":
                 k.lines_inferred = True
+
+
+def _users(comp: Computation) -> dict[str, list[str]]:
+    users: dict[str, list[str]] = {}
+    for ins in comp.instructions:
+        for o in ins.operands:
+            users.setdefault(o, []).append(ins.name)
+    return users
+
+
+def _consumer_lines(comp: Computation, users: dict, name: str, by_kernel: dict, lines_of, attr: str,
+                    depth: int) -> dict:
+    frontier, seen, found = list(users.get(name, [])), {name}, {}
+    for _ in range(depth):
+        nxt = []
+        for n in frontier:
+            if n in seen or n not in comp.by_name:
+                continue
+            seen.add(n)
+            user = by_kernel.get(n)
+            lines = getattr(user, attr) if user is not None else lines_of(comp.by_name[n])
+            if lines:
+                for ln in lines:
+                    found.setdefault(_line_key(ln), ln)
+            else:
+                nxt.extend(users.get(n, []))
+        if found:
+            break
+        frontier = nxt
+    return found
 
 
 def _inherited(ins: Instruction, comp: Computation) -> list[Instruction]:
