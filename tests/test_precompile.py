@@ -372,3 +372,68 @@ def test_functions_marked_before_the_extension_loaded_are_found(ip, queue):
         assert isinstance(again, MarkedFunction)
     finally:
         del ip.user_ns["early_step"]
+
+
+BN_SETUP = """
+import torch, torch_xla, xla_lab
+from torch import nn
+dev = torch_xla.device()
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, {c}, 3, padding=1), nn.BatchNorm2d({c}), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                      nn.Flatten(), nn.Linear({c}, 10)).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum={momentum})
+
+@xla_lab.step
+def bn_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+def images(n):
+    return torch.randn(n, 3, 8, 8).to(dev), torch.randint(0, 10, (n,)).to(dev)
+"""
+
+
+@pytest.mark.parametrize("momentum", [0.9, 0.0], ids=["sgd-momentum", "sgd"])
+def test_batchnorm_steps_are_precompiled(ip, queue, fresh_dim, momentum):
+    """BatchNorm's num_batches_tracked is 0-dim: cloned through ``.to(device)`` it became a constant in
+    the job's graph but is a parameter in the real one. And without optimizer state the second step
+    still compiles a new graph (the counter moved from the host into a graph output): the planner
+    plans it although its key has run."""
+    ip.run_cell(BN_SETUP.format(c=fresh_dim, momentum=momentum))
+    _, first = run_xla(ip, "x, y = images(8)\nloss = bn_step(model, opt, x, y)", "-q")
+    assert [s.cache for s in first.steps] == ["miss"]
+    queue.plan()
+    queue.run_pending()
+    (job,) = [j for j in queue.jobs if j.state == "compiled"]
+    compiles = uncached()
+    _, second = run_xla(ip, "x, y = images(8)\nloss = bn_step(model, opt, x, y)", "-q")
+    assert [s.cache for s in second.steps] == ["precompiled"], second.notes
+    assert uncached() == compiles and job.used == 1
+
+
+def test_a_real_step_that_misses_a_jobs_graph_is_explained(ip, queue, fresh_dim):
+    """The job copies the last call's arguments; a Python flag that changes the graph is not part of
+    a call's key, so the real step misses the job's graph. The cell says so, and why."""
+    ip.run_cell(SETUP.format(d=fresh_dim, h=fresh_dim + 2) + """
+@xla_lab.step
+def flag_step(model, opt, x, y, twice):
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    if twice:
+        loss = loss + loss.tanh()
+    loss.backward()
+    opt.step()
+    return loss
+""")
+    run_xla(ip, "x, y = batch(8)\nloss = flag_step(model, opt, x, y, False)", "-q")
+    queue.plan()
+    queue.run_pending()
+    (job,) = [j for j in queue.jobs if j.state == "compiled"]
+    _, real = run_xla(ip, "x, y = batch(8)\nloss = flag_step(model, opt, x, y, True)", "-q")
+    assert [s.cache for s in real.steps] == ["miss"]
+    note = next(n for n in real.notes if n.startswith(f"precompile job #{job.number}"))
+    assert "step 0 compiled another one: compared with the job's graph" in note
+    assert "aten::tanh" in note and job.missed and job.used == 0

@@ -107,6 +107,8 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         if wait is not None and wait.seconds >= 0.05:
             capture.notes.append(f"the cell waited {wait.seconds:.3f} s for the precompile job {wait.job} "
                                  "to finish compiling before it started")
+        if session.queue is not None:
+            capture.notes.extend(session.queue.explain_misses(capture, session.explain_pair))
         session.add(capture)
     if held.interrupted and error is None:
         error = KeyboardInterrupt("interrupted after the cell's code had run (the capture is recorded)")

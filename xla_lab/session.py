@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from xla_lab import runtime
-from xla_lab.capture.analysis import CellFiles
+from xla_lab.capture.analysis import CellFiles, analyze
+from xla_lab.capture.recompile import explain
 from xla_lab.capture.dumps import DumpDirectory
 from xla_lab.capture.records import CellCapture
 from xla_lab.capture.recorder import CellRecorder
@@ -105,6 +106,19 @@ class Session:
         if compiles:
             self.store.trim()
         return [e.graph_hash for e in compiles]
+
+    def explain_pair(self, new_hash: str, old_hash: str) -> str | None:
+        """Why graph ``new_hash`` differs from ``old_hash`` (e.g. a precompile job's graph that the
+        real step did not hit), analysing a graph compiled outside a cell first if need be."""
+        new, old = self.store.get(new_hash), self.store.get(old_hash)
+        for art in (new, old):
+            if art is not None and art.signature is None:
+                module = self.store.take_unanalyzed(art.graph_hash)
+                if module is not None:
+                    analyze(art, module.proto_before, CellFiles())
+        if new is None or old is None or not new.signature or not old.signature:
+            return None
+        return explain(new.signature, old.signature, compared_with="the job's graph")
 
     def clear(self) -> None:
         self.history.clear()

@@ -32,6 +32,10 @@ class Variant:
     shapes: dict[str, tuple[int, ...]]  # every XLA tensor argument's shape in this variant
     training: bool | None
     reason: str
+    # planned although a real call with the same key already ran: after a step's first call the next
+    # graph can still differ (state the first step made, or moved from the host into a graph's
+    # outputs: BatchNorm's num_batches_tracked), and a job whose graph is cached costs only a trace
+    unsure: bool = False
 
     def changed(self) -> dict[str, tuple[int, ...]]:
         """Arguments whose shape differs from the call's: the shadow gives them fresh zero tensors."""
@@ -123,8 +127,14 @@ def plan(steps: list[MarkedFunction], namespace: dict[str, Any] | None = None) -
         call = step.calls[-1]
         mode = _mode(step, call.training)
         first_step = call.state_before != call.state_after
-        out.append(Variant(step, call, dict(call.shapes), mode,
-                           "steady state (the first step created optimizer state)" if first_step else "next step"))
+        if first_step:
+            out.append(Variant(step, call, dict(call.shapes), mode, "steady state (the first step created optimizer state)"))
+        elif len(step.calls) == 1:
+            out.append(Variant(step, call, dict(call.shapes), mode,
+                               "the second step (its graph can differ from the first's with the same shapes)",
+                               unsure=True))
+        else:
+            out.append(Variant(step, call, dict(call.shapes), mode, "next step"))
         for name, loader in find_loaders(namespace, step.loaders):
             rest = tail_batch(loader)
             batch = loader.batch_size

@@ -55,6 +55,7 @@ class Job:
     shadow_bytes: int = 0
     error: str | None = None
     output: str = ""  # what the step printed on the shadow
+    missed: str | None = None  # why a real call it was planned for compiled another graph
 
     @property
     def compile_s(self) -> float:
@@ -87,6 +88,8 @@ class PrecompileQueue:
         self.shadow_bytes_peak = 0
         self.listeners: list[Callable[["PrecompileQueue"], None]] = []
         self._seen: set[tuple] = set()  # keys whose graph already compiled
+        self._tried: set[tuple] = set()  # keys of jobs that ran
+        self._watch: list[Job] = []  # compiled jobs a real call of the running cell should use
         self._unclaimed: dict[str, Job] = {}  # graph hash -> job that compiled it, not yet used
         self._lock = threading.RLock()
         self._busy = False  # user code is about to run or running: take no job
@@ -119,7 +122,34 @@ class PrecompileQueue:
                 self.add(value)
 
     def _on_call(self, call: MarkedCall) -> None:
-        self._seen.add(call_key(call))
+        key = call_key(call)
+        self._seen.add(key)
+        with self._lock:  # a job compiled this call's graph, unless the real step misses anyway
+            self._watch += [j for j in self.jobs if j.state == "compiled" and not j.used and not j.missed
+                            and j.variant.key() == key and j not in self._watch]
+
+    def explain_misses(self, capture, explain_pair: Callable[[str, str], str | None]) -> list[str]:
+        """After a cell: for each job planned for a call the cell made, if the real step compiled a
+        graph of its own instead of running the job's, say why (``explain_pair(real hash, job hash)``
+        compares the two graphs), so a miss is never silent. Returns notes for the cell."""
+        with self._lock:
+            watched, self._watch = self._watch, []
+        notes = []
+        for job in watched:
+            misses = [s for s in capture.steps if s.cache == "miss" and s.graph_hash not in job.compiled]
+            if job.used or not misses or not job.compiled:
+                continue
+            real, ours = misses[-1], next(iter(job.compiled))
+            try:
+                why = explain_pair(real.graph_hash, ours) or "the two graphs could not be compared"
+            except Exception as exc:  # explaining must not break the cell's capture
+                why = f"the two graphs could not be compared ({type(exc).__name__}: {exc})"
+            job.missed = why
+            notes.append(f"precompile job #{job.number} ({job.label}) compiled a graph for this call, but "
+                         f"step {real.index} compiled another one: {why}")
+        if notes:
+            self._notify()
+        return notes
 
     def steps(self) -> list[MarkedFunction]:
         return list(self.marked.values())
@@ -134,7 +164,7 @@ class PrecompileQueue:
                 if len(added) >= self.max_jobs_per_plan:
                     break
                 key = variant.key()
-                if key in self._seen or key in queued:
+                if key in queued or key in self._tried or (key in self._seen and not variant.unsure):
                     continue
                 queued.add(key)
                 added.append(self._add(variant))
@@ -426,6 +456,7 @@ class PrecompileQueue:
                 job.compiled[h] = s
                 self._unclaimed[h] = job
             self._seen.add(variant.key())
+            self._tried.add(variant.key())
             if job.state != "failed":
                 job.state = "compiled" if job.compiled else "cached"
             job.phase = ""

@@ -61,8 +61,16 @@ def tensor_id(t: torch.Tensor) -> int:
 
 
 def _clone(t: torch.Tensor) -> torch.Tensor:
-    """Device data with the same values (through the host, so no graph runs)."""
-    data = t.detach().cpu().to(t.device)
+    """Device data with the same values (through the host, so no graph runs).
+
+    Made with ``_xla_tensors_from_aten``, which uploads at once, not ``.to(device)``, which keeps the
+    host copy until a graph uses it and then bakes a 0-dim tensor holding 0 or 1 into the graph as a
+    constant: a BatchNorm's ``num_batches_tracked`` after one step, or a step counter, would then be
+    a constant in the job's graph and a parameter in the real one (whose state comes out of an
+    executed graph), and the real step would miss the job's cache entry."""
+    import torch_xla
+
+    data = torch_xla._XLAC._xla_tensors_from_aten([t.detach().cpu()], [str(t.device)])[0]
     if isinstance(t, torch.nn.Parameter):
         return torch.nn.Parameter(data, requires_grad=t.requires_grad)
     if t.requires_grad:

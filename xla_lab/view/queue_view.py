@@ -37,10 +37,10 @@ def queue_rows(queue) -> list[JobRow]:
         if state == "running":
             state = j.phase or "running"
         elif state == "compiled":
-            state = "used" if j.used else "compiled, unused"
+            state = "used" if j.used else ("missed" if j.missed else "compiled, unused")
         elif state == "cached":
             state = "already compiled"
-        detail = j.error or ""
+        detail = j.error or (f"the real step compiled another graph: {j.missed}" if j.missed and not j.used else "")
         if j.output and not detail:
             detail = f"printed {len(j.output.splitlines())} line(s) on the shadow"
         rows.append(JobRow(j.number, state, j.label, j.reason, _s(j.compile_s), _s(j.saved_s), detail))
