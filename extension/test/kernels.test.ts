@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { fmtBytes, fmtCount, fmtSeconds } from "../src/core/format";
-import { annotateSource, kernelLineText, sortKernels } from "../src/core/kernels";
+import { annotateSource, fileLines, kernelLineText, sortKernels } from "../src/core/kernels";
 import type { Kernel } from "../src/core/model";
 import { stepRows } from "../src/core/steps";
 import { niceScale, timelineBars } from "../src/core/timeline";
 
 const k = (name: string, flops: number, bytes: number, members: number): Kernel => ({
-  name, kind: "kLoop", members: Array.from({ length: members }, (_, i) => `m${i}`), aten_ops: [], lines: [], sources: [], shape: "f32[]", flops, bytes,
+  name, kind: "kLoop", members: Array.from({ length: members }, (_, i) => `m${i}`), aten_ops: [], lines: [], sources: [], model_lines: [], shape: "f32[]", flops, bytes,
 });
 const KS = [k("fusion.2", 10, 500, 3), k("dot.1", 1000, 100, 1), k("fusion.1", 10, 700, 5), k("fusion.0", 0, 0, 3)];
 
@@ -29,6 +29,14 @@ describe("kernels", () => {
     const x = { ...k("a", 0, 0, 1), lines: [1, 2, 3, 4, 5].map((l) => ({ cell: 3, line: l })) };
     expect(kernelLineText(x)).toBe("[3]:1 [3]:2 [3]:3 [3]:4 +1");
     expect(kernelLineText({ ...k("b", 0, 0, 1), sources: ["linear.py:134"] })).toBe("linear.py:134");
+  });
+
+  it("adds the model's own lines in files after the cell lines", () => {
+    const file = (line: number) => ({ cell: null, line, file: "transformers/models/bert/modeling_bert.py", function: "forward" });
+    const x = { ...k("a", 0, 0, 1), lines: [{ cell: 3, line: 2 }], model_lines: [file(413), file(187), file(930), { cell: 3, line: 2 }] };
+    expect(fileLines(x).map((l) => l.line)).toEqual([413, 187, 930]);
+    expect(kernelLineText(x)).toBe("[3]:2 (modeling_bert.py:413, modeling_bert.py:187, +1)");
+    expect(kernelLineText({ ...k("b", 0, 0, 1), model_lines: [file(5)] })).toBe("modeling_bert.py:5");
   });
 });
 

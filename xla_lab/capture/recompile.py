@@ -152,16 +152,24 @@ def _ops_change(n_new: list[dict], n_old: list[dict], shapes: bool) -> str | Non
     return None
 
 
-def op_similarity(a: dict, b: dict) -> float:
+def op_similarity(a: dict, b: dict, counts_a: Counter | None = None, counts_b: Counter | None = None) -> float:
     """0..1: how alike two graphs' traced ops are, to find the nearest earlier graph in the kernel
     for a cell with none of its own: 1 when the ops are the same in the same order (shapes aside),
     else the share of (op, line) pairs they have in common, so the same function called from
-    another cell matches, and another model that merely uses the same ops does not."""
+    another cell matches, and another model that merely uses the same ops does not. ``counts_*``:
+    ``op_counts`` of each, when the caller keeps them."""
     na, nb = a["nodes"], b["nodes"]
+    if min(len(na), len(nb)) < 0.5 * max(len(na), len(nb)):
+        return 0.0  # (the share below cannot reach one half)
     if len(na) == len(nb) and all(x["op"] == y["op"] for x, y in zip(na, nb)):
         return 1.0
-    # (inputs left out: where an input was made says nothing about what the graph computes)
-    ca = Counter((n["op"], n.get("where")) for n in na if n["op"] != "xla::device_data")
-    cb = Counter((n["op"], n.get("where")) for n in nb if n["op"] != "xla::device_data")
+    ca = counts_a if counts_a is not None else op_counts(a)
+    cb = counts_b if counts_b is not None else op_counts(b)
     total = sum((ca | cb).values())
     return sum((ca & cb).values()) / total if total else 0.0
+
+
+def op_counts(signature: dict) -> Counter:
+    """(op, line) -> count over the graph's traced ops; inputs left out (where an input was made
+    says nothing about what the graph computes)."""
+    return Counter((n["op"], n.get("where")) for n in signature["nodes"] if n["op"] != "xla::device_data")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .frames import frame_code, model_frame
 from .metrics import Sample
-from .recompile import explain, op_similarity
+from .recompile import explain, op_counts, op_similarity
 from .records import TIMING_KEYS, CellCapture, StepRecord
 from .xla_logs import Frame, SyncEvent
 
@@ -224,20 +224,32 @@ def nearest_elsewhere(step: StepRecord, others: list[CellCapture]) -> tuple[Step
     new = step.artifacts.signature if step.artifacts else None
     if not new:
         return None
-    best, best_key, seen = None, (0.0, False), set()
+    best, best_key, seen = None, (False, 0.0), set()
+    counts = op_counts(new)
     for capture in reversed(others):
         for other in capture.steps:
             sig = other.artifacts.signature if other.artifacts else None
             if not sig or other.graph_hash in seen or other.graph_hash == step.graph_hash:
                 continue
             seen.add(other.graph_hash)
-            score = op_similarity(new, sig)
+            score = op_similarity(new, sig, counts, _counts_of(other.graph_hash, sig))
             key = (len(sig["params"]) == len(new["params"]), score)
             if score >= NEAREST_MIN_SIMILARITY and key > best_key:
                 best, best_key = (other, capture), key
         if len(seen) >= NEAREST_MAX_GRAPHS:
             break
     return best
+
+
+_COUNTS: dict[str, object] = {}  # graph hash -> op_counts of its signature (graphs do not change)
+
+
+def _counts_of(graph_hash: str, signature: dict):
+    if graph_hash not in _COUNTS:
+        if len(_COUNTS) >= 4 * NEAREST_MAX_GRAPHS:
+            _COUNTS.pop(next(iter(_COUNTS)))
+        _COUNTS[graph_hash] = op_counts(signature)
+    return _COUNTS[graph_hash]
 
 
 def _label(step: StepRecord, capture: CellCapture) -> str:

@@ -135,13 +135,7 @@ def plan(steps: list[MarkedFunction], namespace: dict[str, Any] | None = None) -
                                unsure=True))
         else:
             out.append(Variant(step, call, dict(call.shapes), mode, "next step"))
-        for name, loader in find_loaders(namespace, step.loaders):
-            rest = tail_batch(loader)
-            batch = loader.batch_size
-            dims = {k: 0 for k in feeds(loader, call.shapes)} if rest else {}
-            if rest and dims:
-                out.append(Variant(step, call, _with_dim(call.shapes, dims, rest), mode,
-                                   f"last short batch of {name} ({rest} of {batch})"))
+        out += _tail_batches(step, call, mode, namespace)
         for other in {c.training for c in step.calls} - {call.training, None}:
             if step.mode is None:
                 out.append(Variant(step, call, dict(call.shapes), other, "the other mode this step ran in"))
@@ -160,6 +154,7 @@ def plan(steps: list[MarkedFunction], namespace: dict[str, Any] | None = None) -
             if step.calls and borrowed.shapes == step.calls[-1].shapes:
                 continue
             out.append(borrowed)
+            out += _tail_batches(step, borrowed.call, borrowed.training, namespace)  # its pass ends short too
             break
     for step in steps:
         if step.problems or not step.calls or not step.buckets:
@@ -181,6 +176,18 @@ def plan(steps: list[MarkedFunction], namespace: dict[str, Any] | None = None) -
     for v in out:
         unique.setdefault((id(v.step), tuple(sorted(v.shapes.items())), v.training), v)
     return list(unique.values())
+
+
+def _tail_batches(step: MarkedFunction, call: MarkedCall, mode: bool | None, namespace) -> list[Variant]:
+    """The call with the last, short batch of each DataLoader that feeds it."""
+    out = []
+    for name, loader in find_loaders(namespace, step.loaders):
+        rest = tail_batch(loader)
+        dims = {k: 0 for k in feeds(loader, call.shapes)} if rest else {}
+        if rest and dims:
+            out.append(Variant(step, call, _with_dim(call.shapes, dims, rest), mode,
+                               f"last short batch of {name} ({rest} of {loader.batch_size})"))
+    return out
 
 
 def _typical(step: MarkedFunction) -> MarkedCall:

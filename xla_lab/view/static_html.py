@@ -16,7 +16,7 @@ from xla_lab.hlo.parser import strip_metadata
 from xla_lab.capture.records import CellCapture, GraphArtifacts
 
 from .details import fmt_bytes, fmt_count, kernel_rows, main_step, memory_line
-from .panel_model import source_lines, warnings
+from .panel_model import model_files, source_lines, warnings
 from .summary import MAX_ROWS
 from .summary import to_html as summary_html
 
@@ -118,7 +118,24 @@ def _annotated_source(c: CellCapture) -> str:
                    f"background:none;max-height:none\">{e(ln['code'])}</pre></td>"
                    f"<td class=\"k\">{e(shown)}</td><td class=\"num k\">{e(flops)}</td></tr>")
     out.append("</table>")
+    files = model_files(c)
+    for f in files[:STATIC_MODEL_FILES]:
+        out.append(f"<h4>lines of <code>{e(f['file'])}</code> and the kernels they feed</h4><table class=\"src\">")
+        for ln in f["lines"][:STATIC_FILE_LINES]:
+            names = ln["kernels"]
+            shown = ", ".join(names[:6]) + (f" +{len(names) - 6}" if len(names) > 6 else "")
+            out.append(f"<tr class=\"hot\"><td class=\"num\">{ln['line']}</td><td><pre style=\"margin:0;padding:0;"
+                       f"background:none;max-height:none\">{e(ln['code'])}</pre></td><td class=\"k\">{e(ln['function'])}</td>"
+                       f"<td class=\"k\">{e(shown)}</td><td class=\"num k\">{e(fmt_count(ln['flops'], 'FLOP'))}</td></tr>")
+        out.append("</table>")
+        if len(f["lines"]) > STATIC_FILE_LINES:
+            out.append(f"<div>... {len(f['lines']) - STATIC_FILE_LINES} more lines of this file in the panel</div>")
+    if len(files) > STATIC_MODEL_FILES:
+        out.append(f"<div>... {len(files) - STATIC_MODEL_FILES} more model files in the panel</div>")
     return "".join(out)
+
+
+STATIC_MODEL_FILES, STATIC_FILE_LINES = 3, 40  # a saved notebook's fallback stays small
 
 
 def _memory(step) -> str:
