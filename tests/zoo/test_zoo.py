@@ -13,6 +13,7 @@ import torch
 
 import zoo
 from xla_lab.view.panel_model import panel_model
+from xla_lab.view.static_html import capture_html
 from xla_lab.capture.frames import is_internal
 
 GENERIC = "data-dependent code or a CPU fallback)"  # the cause when nothing better is known
@@ -88,6 +89,7 @@ def test_kernels_are_credited_to_the_model_file_and_the_panel_shows_it(zoo_runs,
     assert entry.model_file in files, sorted(files)
     lines = files[entry.model_file]["lines"]
     assert lines and all(ln["code"] and ln["kernels"] for ln in lines)
+    assert f"lines of <code>{entry.model_file}</code> and the kernels they feed" in capture_html(capture)
 
 
 def test_library_sync_names_the_library_line(zoo_runs):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import linecache
 import os
 
 from xla_lab.hlo.constants import large_constants
@@ -22,7 +21,7 @@ from xla_lab.hlo.proto_frames import ProtoError, PyFrame, instruction_stacks
 from xla_lab.hlo.signature import graph_signature
 from xla_lab.hlo.sharding import ShardingParseError, spmd_summary
 
-from .frames import import_path, is_internal
+from .frames import frame_code, import_path, is_internal
 from .ir_graph import format_ir_text
 from .recompile import describe_line
 from .records import GraphArtifacts
@@ -49,8 +48,7 @@ class CellFiles:
         """The innermost frame of the stack that is in a notebook cell."""
         for frame in stack:
             if frame.file in self.files:
-                code = linecache.getline(frame.file, frame.line).strip() or None
-                return {"cell": self.files[frame.file], "line": frame.line, "code": code}
+                return {"cell": self.files[frame.file], "line": frame.line, "code": frame_code(frame)}
         return None
 
     def model_line(self, stack: list[PyFrame]) -> dict | None:
@@ -61,9 +59,8 @@ class CellFiles:
             if frame.file in self.files:
                 return self.line([frame])
             if not is_internal(frame.file):
-                code = linecache.getline(frame.file, frame.line).strip() or None
                 return {"cell": None, "file": import_path(frame.file), "line": frame.line,
-                        "function": frame.function, "code": code}
+                        "function": frame.function, "code": frame_code(frame)}
         return None
 
 
