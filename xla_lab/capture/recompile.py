@@ -55,8 +55,15 @@ def match_inputs(new: list[dict], old: list[dict]) -> tuple[list[tuple[dict, dic
                 changed.append((a, b))
                 came.remove(a)
                 gone.remove(b)
+    # (with repeated shapes the alignment can leave equal inputs unmatched: those only moved)
+    changed = [(a, b) for a, b in changed if _dims(a) != _dims(b)]
     changed.sort(key=lambda pair: pair[0]["index"])
     return changed, came, gone
+
+
+def _dims(p: dict) -> tuple:
+    shape = parse_shape(p["shape"])
+    return shape.dtype, tuple(shape.dims)
 
 
 def _rank(p: dict) -> int:
@@ -67,15 +74,39 @@ def _dtype(p: dict) -> str:
     return parse_shape(p["shape"]).dtype
 
 
-def _changed_constants(new: list[dict], old: list[dict]) -> list[tuple[dict, dict]]:
-    """Scalars baked into both graphs at the same place (op, shape, line) whose values differ."""
+def _changed_constants(new: list[dict], old: list[dict], sizes: set[tuple[str, str]]) -> list[tuple[dict, dict]]:
+    """Scalars baked into both graphs at the same place whose values differ, when the two graphs bake
+    the same scalars (op, shape, line, in order; when they do not, the graphs differ in structure
+    and pairing their scalars would pair unrelated ones). ``sizes``: (old, new) dimension pairs of
+    inputs that changed shape: a scalar that changed the same way was derived from that shape."""
     key = lambda c: (c.get("op"), c["shape"], c.get("where"))  # noqa: E731
-    matcher = difflib.SequenceMatcher(a=[key(c) for c in old], b=[key(c) for c in new], autojunk=False)
-    out = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            out += [(a, b) for a, b in zip(new[j1:j2], old[i1:i2]) if a["value"] != b["value"]]
+    if len(new) != len(old) or any(key(a) != key(b) for a, b in zip(new, old)):
+        return []
+    return [(a, b) for a, b in zip(new, old)
+            if a["value"] != b["value"] and (_number(b["value"]), _number(a["value"])) not in sizes]
+
+
+def _number(text) -> str:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return str(text)
+    return str(int(value)) if value.is_integer() else str(value)
+
+
+def _size_changes(changed: list[tuple[dict, dict]]) -> set[tuple[str, str]]:
+    out = set()
+    for a, b in changed:
+        da, db = parse_shape(a["shape"]).dims, parse_shape(b["shape"]).dims
+        if len(da) == len(db):
+            out.update((str(y), str(x)) for x, y in zip(da, db) if x != y)
     return out
+
+
+def _counted(items: list[str]) -> list[str]:
+    """The same sentence once, with how many times it applies."""
+    counts = Counter(items)
+    return [text if counts[text] == 1 else f"{text} (x{counts[text]})" for text in dict.fromkeys(items)]
 
 
 def _op(c: dict) -> str:
@@ -112,18 +143,19 @@ def explain(new: dict, old: dict | None, *, split_by: str | None = None, compare
         if added:
             wheres = list(dict.fromkeys(p["where"] for p in added if p["where"]))[:3]
             hint = f" (new inputs from {', '.join(wheres)})" if wheres else ""
+        # (within a cell the usual reason is state the first step made; another cell's graph may differ more)
         found.append(
             f"the graph takes {_n(len(p_new), 'input')} instead of {len(p_old)}{hint}: tensors that earlier "
             "steps created, such as optimizer state made on the first step, are now inputs"
-            if len(p_new) > len(p_old) else
-            f"the graph takes {_n(len(p_new), 'input')} instead of {len(p_old)}")
+            if len(p_new) > len(p_old) and not compared_with else
+            f"the graph takes {_n(len(p_new), 'input')} instead of {len(p_old)}{hint}")
     elif added or removed:
         found += _listed([f"input {p['index']} is new: {p['shape']}{_at(p['where'])}" for p in added], "new inputs")
         found.append(f"{_n(len(removed), 'earlier input')} no longer taken")
     scalars = [f"a Python scalar baked into the graph changed: {b['value']} -> {a['value']}"
                f"{_op(a)}{_at(a['where'])}"
-               for a, b in _changed_constants(new["constants"], old["constants"])]
-    found += _listed(scalars, "scalars changed")
+               for a, b in _changed_constants(new["constants"], old["constants"], _size_changes(changed))]
+    found += _listed(_counted(scalars), "scalars changed")
     if len(p_new) == len(p_old):  # (with new inputs, new ops are expected: the optimizer's update)
         ops = _ops_change(new["nodes"], old["nodes"], shapes=not changed)
         if ops:
