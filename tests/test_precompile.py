@@ -41,6 +41,8 @@ def queue(ip):
     q = xla_lab_queue()
     delay = q.idle_delay
     q.idle_delay = 1e6
+    q.wait_idle(timeout=120)
+    q.jobs.clear()  # jobs other test modules' marked steps left behind
     yield q
     q.wait_idle(timeout=120)
     q.idle_delay = delay

@@ -372,6 +372,8 @@ def test_interrupt_while_a_cell_waits_for_a_queue_job(ip, probe, fresh_dim, caps
     (tests/test_kernel_queue.py does the same in real kernels, at several moments.)"""
     q = xla_lab.queue()
     delay, q.idle_delay = q.idle_delay, 1e6
+    q.wait_idle(timeout=120)
+    q.jobs.clear()  # jobs earlier tests' marked steps left behind
     h = fresh_dim + 2
     layers = ", ".join([f"torch.nn.Linear({h}, {h}), torch.nn.GELU()"] * 24)
     try:
@@ -512,6 +514,8 @@ def test_train_loop_is_bitwise_identical_under_xla_cells(ip, tmp_path):
 def test_train_loop_is_bitwise_identical_with_the_queue_on(ip, tmp_path):
     q = xla_lab.queue()
     delay, q.idle_delay = q.idle_delay, 1e6
+    q.wait_idle(timeout=120)
+    q.jobs.clear()  # jobs earlier tests' marked steps left behind
     try:
         assert ip.run_cell(TRAIN_SETUP.replace("{h}", "18").replace("def nstep", "@xla_lab.step\ndef nstep")
                            .replace("import torch, torch_xla", "import torch, torch_xla, xla_lab")).success

@@ -6,6 +6,7 @@ sync happened; this says what changed. The sentence is the record's ``recompile_
 from __future__ import annotations
 
 import difflib
+import math
 from collections import Counter
 
 from xla_lab.hlo.shapes import parse_shape
@@ -95,11 +96,19 @@ def _number(text) -> str:
 
 
 def _size_changes(changed: list[tuple[dict, dict]]) -> set[tuple[str, str]]:
+    """(old, new) sizes that follow from inputs that changed shape: a changed dimension, and the
+    products of the dimensions up to and from it (a mean over the tokens of a batch divides by
+    batch x sequence)."""
     out = set()
     for a, b in changed:
-        da, db = parse_shape(a["shape"]).dims, parse_shape(b["shape"]).dims
-        if len(da) == len(db):
-            out.update((str(y), str(x)) for x, y in zip(da, db) if x != y)
+        da, db = list(parse_shape(a["shape"]).dims), list(parse_shape(b["shape"]).dims)
+        if len(da) != len(db):
+            continue
+        for i in range(len(da)):
+            for j in range(i + 1, len(da) + 1):
+                old, new = math.prod(db[i:j]), math.prod(da[i:j])
+                if old != new:
+                    out.add((str(old), str(new)))
     return out
 
 

@@ -63,14 +63,21 @@ def tensor_id(t: torch.Tensor) -> int:
 def _clone(t: torch.Tensor) -> torch.Tensor:
     """Device data with the same values (through the host, so no graph runs).
 
-    Made with ``_xla_tensors_from_aten``, which uploads at once, not ``.to(device)``, which keeps the
-    host copy until a graph uses it and then bakes a 0-dim tensor holding 0 or 1 into the graph as a
-    constant: a BatchNorm's ``num_batches_tracked`` after one step, or a step counter, would then be
-    a constant in the job's graph and a parameter in the real one (whose state comes out of an
-    executed graph), and the real step would miss the job's cache entry."""
+    ``.to(device)`` keeps the host copy until a graph uses it, and then bakes a 0-dim tensor holding
+    0 or 1 into the graph as a constant: a BatchNorm's ``num_batches_tracked`` after one step, or a
+    step counter, would be a constant in the job's graph and a parameter in the real one (whose state
+    comes out of an executed graph), and the real step would miss the job's cache entry. So 0-dim
+    tensors are uploaded at once (``_xla_tensors_from_aten``). Other tensors keep ``.to(device)``:
+    uploaded at once, an MLP's job graph had the same inputs, constants and ops as the real step's
+    but another hash (the module's buffer donation is the difference the HLO allows), and the real
+    step missed it."""
     import torch_xla
 
-    data = torch_xla._XLAC._xla_tensors_from_aten([t.detach().cpu()], [str(t.device)])[0]
+    host = t.detach().cpu()
+    if host.dim() == 0:
+        data = torch_xla._XLAC._xla_tensors_from_aten([host], [str(t.device)])[0]
+    else:
+        data = host.to(t.device)
     if isinstance(t, torch.nn.Parameter):
         return torch.nn.Parameter(data, requires_grad=t.requires_grad)
     if t.requires_grad:

@@ -20,13 +20,17 @@ def line_kernels(step: StepRecord) -> list[tuple[dict, list[dict]]]:
 
 def file_line_kernels(step: StepRecord) -> dict[str, list[tuple[dict, list[dict]]]]:
     """File -> (line, kernels) for every line of a model file (a local module, a library such as
-    transformers) that feeds a kernel of the step's graph, by line number."""
+    transformers) that feeds a kernel of the step's graph, by line number; the files that feed the
+    most work (flops + bytes of their kernels) first."""
     by_file: dict[str, dict[int, tuple[dict, list[dict]]]] = {}
     for k in step.fusions or []:
         for ln in file_lines(k):
             entry = by_file.setdefault(ln["file"], {}).setdefault(ln["line"], (ln, []))
             entry[1].append(k)
-    return {f: [by_line[n] for n in sorted(by_line)] for f, by_line in sorted(by_file.items())}
+    def work(item):  # the files whose lines feed the most work first
+        return -sum(k["flops"] + k["bytes"] for _, ks in item[1].values() for k in ks), item[0]
+
+    return {f: [by_line[n] for n in sorted(by_line)] for f, by_line in sorted(by_file.items(), key=work)}
 
 
 def annotate(target: CellCapture | StepRecord) -> str:
