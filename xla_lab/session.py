@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 
 from xla_lab import runtime
@@ -110,15 +111,20 @@ class Session:
     def explain_pair(self, new_hash: str, old_hash: str) -> str | None:
         """Why graph ``new_hash`` differs from ``old_hash`` (e.g. a precompile job's graph that the
         real step did not hit), analysing a graph compiled outside a cell first if need be."""
-        new, old = self.store.get(new_hash), self.store.get(old_hash)
-        for art in (new, old):
+        signatures = []
+        for graph_hash in (new_hash, old_hash):
+            art = self.store.get(graph_hash)
             if art is not None and art.signature is None:
-                module = self.store.take_unanalyzed(art.graph_hash)
+                module = self.store.take_unanalyzed(graph_hash)
                 if module is not None:
+                    # on a copy, with no cells known: the graph keeps its full analysis for later
+                    art, stored = copy.copy(art), art
                     analyze(art, module.proto_before, CellFiles())
-        if new is None or old is None or not new.signature or not old.signature:
+                    self.store.defer_analysis(stored, module)
+            signatures.append(art.signature if art is not None else None)
+        if not all(signatures):
             return None
-        return explain(new.signature, old.signature, compared_with="the job's graph")
+        return explain(signatures[0], signatures[1], compared_with="the job's graph")
 
     def clear(self) -> None:
         self.history.clear()

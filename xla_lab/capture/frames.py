@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import linecache
 import os
+import re
 import sys
 import sysconfig
 from typing import Iterable, Protocol
@@ -49,9 +50,13 @@ def is_internal(file: str) -> bool:
         return file.startswith(("<frozen ", "<eval_with_key>"))  # importlib, torch.fx's graph code
     path = os.path.realpath(file)
     packages, stdlib = _internal_roots()
-    if path.startswith(packages):
+    if path.startswith(packages) or _INSTALLED_INTERNAL.search(path):
         return True
     return path.startswith(stdlib) and "/site-packages/" not in path and "/dist-packages/" not in path
+
+
+# the same packages installed elsewhere (frames recorded in another environment: a saved capture)
+_INSTALLED_INTERNAL = re.compile(r"/(?:site|dist)-packages/(?:%s)/" % "|".join(_INTERNAL_PACKAGES))
 
 
 @functools.lru_cache(maxsize=4096)
