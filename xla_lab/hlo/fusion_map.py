@@ -167,6 +167,9 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
     the kernel's line lists (cell lines or model lines) to fill."""
     by_kernel = {k.name: k for k in fmap.kernels}
     users_of: dict[str, dict] = {}
+    in_comp: dict[str, list[Kernel]] = {}  # computation -> its kernels (a container's user reads them)
+    for kernel in fmap.kernels:
+        in_comp.setdefault(kernel.computation, []).append(kernel)
     for k in fmap.kernels:
         if getattr(k, attr):
             continue
@@ -196,10 +199,15 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
             if found:
                 break
             frontier = nxt
-        if not found:  # nothing upstream (an iota, a constant XLA made): credit what uses it
-            if comp.name not in users_of:
-                users_of[comp.name] = _users(comp)
-            found = _consumer_lines(comp, users_of[comp.name], k.name, by_kernel, lines_of, attr, depth)
+        # Nothing upstream (an iota; a layout change of an input made where no line is known, such
+        # as a precompile job's copy of the state): credit what uses it, in its own computation, then
+        # from the instruction that runs that computation.
+        for where, name in ((module.computations.get(k.computation), k.name), (comp, start.name)):
+            if found or where is None:
+                continue
+            if where.name not in users_of:
+                users_of[where.name] = _users(where)
+            found = _consumer_lines(where, users_of[where.name], name, by_kernel, lines_of, attr, depth, in_comp)
         if found:
             setattr(k, attr, list(found.values()))
             if attr == "lines":
@@ -215,7 +223,7 @@ def _users(comp: Computation) -> dict[str, list[str]]:
 
 
 def _consumer_lines(comp: Computation, users: dict, name: str, by_kernel: dict, lines_of, attr: str,
-                    depth: int) -> dict:
+                    depth: int, in_comp: dict) -> dict:
     frontier, seen, found = list(users.get(name, [])), {name}, {}
     for _ in range(depth):
         nxt = []
@@ -223,8 +231,13 @@ def _consumer_lines(comp: Computation, users: dict, name: str, by_kernel: dict, 
             if n in seen or n not in comp.by_name:
                 continue
             seen.add(n)
-            user = by_kernel.get(n)
-            lines = getattr(user, attr) if user is not None else lines_of(comp.by_name[n])
+            user, ins = by_kernel.get(n), comp.by_name[n]
+            if user is not None:
+                lines = getattr(user, attr)
+            elif ins.opcode in CONTAINERS:  # a call / while: the lines of the kernels it runs
+                lines = [ln for c in ins.called for kern in in_comp.get(c, []) for ln in getattr(kern, attr)]
+            else:
+                lines = lines_of(ins)
             if lines:
                 for ln in lines:
                     found.setdefault(_line_key(ln), ln)
