@@ -10,7 +10,7 @@ models in a local ``.py`` module, as most real models are).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 ZOO_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -22,7 +22,6 @@ class Entry:
     loop: str
     idioms: tuple[str, ...]
     model_file: str  # a file the model's own lines are in ("<cell>" when the model is in a cell)
-    extra: dict = field(default_factory=dict, hash=False, compare=False)
 
 
 _COMMON = f"""
@@ -39,6 +38,25 @@ gen = torch.Generator().manual_seed(1)
 zoo_losses = []
 """
 
+# The classifiers' step: ``forward`` is the model (or its torch.compile'd form), ``sched`` an LR
+# scheduler or None.
+_CLASSIFIER_STEP = """
+def train_step(inputs, labels):
+    opt.zero_grad()
+    loss = F.cross_entropy(forward(inputs), labels)
+    loss.backward()
+    opt.step()
+    if sched is not None:
+        sched.step()
+    return loss
+"""
+
+
+def _image_batches(side: int) -> str:
+    return (f"batches = [(torch.randn(4, 3, {side}, {side}, generator=gen).to(dev), "
+            "torch.randint(0, 10, (4,), generator=gen).to(dev)) for _ in range(3)]\n")
+
+
 _LAZY_LOOP = """
 for batch in batches:
     loss = train_step(*batch)
@@ -46,22 +64,12 @@ for batch in batches:
     zoo_losses.append(loss)
 """
 
-RESNET = Entry("resnet18", _COMMON + """
+RESNET = Entry("resnet18", _COMMON + _image_batches(32) + """
 import torchvision
-model = torchvision.models.resnet18(num_classes=10).to(dev)
+model = forward = torchvision.models.resnet18(num_classes=10).to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
-batches = [(torch.randn(4, 3, 32, 32, generator=gen).to(dev), torch.randint(0, 10, (4,), generator=gen).to(dev))
-           for _ in range(3)]
-
-def train_step(images, labels):
-    opt.zero_grad()
-    loss = F.cross_entropy(model(images), labels)
-    loss.backward()
-    opt.step()
-    sched.step()
-    return loss
-""", _LAZY_LOOP, ("BatchNorm", "SGD momentum", "LR scheduler"), "torchvision/models/resnet.py")
+""" + _CLASSIFIER_STEP, _LAZY_LOOP, ("BatchNorm", "SGD momentum", "LR scheduler"), "torchvision/models/resnet.py")
 
 BERT = Entry("bert", _COMMON + """
 import transformers
@@ -130,70 +138,37 @@ LSTM = Entry("lstm", _COMMON + """
 from torch.utils.data import DataLoader, TensorDataset
 import torch_xla.distributed.parallel_loader as pl
 from zoo_models.recurrent import LSTMClassifier
-model = LSTMClassifier().to(dev)
-opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+model = forward = LSTMClassifier().to(dev)
+opt, sched = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), None
 data = TensorDataset(torch.randint(0, 64, (12, 8), generator=gen), torch.randint(0, 4, (12,), generator=gen))
 loader = pl.MpDeviceLoader(DataLoader(data, batch_size=4), dev)
-
-def train_step(tokens, labels):
-    opt.zero_grad()
-    loss = F.cross_entropy(model(tokens), labels)
-    loss.backward()
-    opt.step()
-    return loss
-""", """
+""" + _CLASSIFIER_STEP, """
 for tokens, labels in loader:
     zoo_losses.append(train_step(tokens, labels))
 """, ("SGD momentum", "MpDeviceLoader"), "zoo_models/recurrent.py")
 
-VIT = Entry("vit", _COMMON + """
+VIT = Entry("vit", _COMMON + _image_batches(16) + """
 import torchvision
-model = torchvision.models.VisionTransformer(image_size=16, patch_size=4, num_layers=2, num_heads=2,
-                                             hidden_dim=32, mlp_dim=64, num_classes=10).to(dev)
+model = forward = torchvision.models.VisionTransformer(image_size=16, patch_size=4, num_layers=2, num_heads=2,
+                                                       hidden_dim=32, mlp_dim=64, num_classes=10).to(dev)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=3)
-batches = [(torch.randn(4, 3, 16, 16, generator=gen).to(dev), torch.randint(0, 10, (4,), generator=gen).to(dev))
-           for _ in range(3)]
+""" + _CLASSIFIER_STEP, _LAZY_LOOP, ("AdamW", "LR scheduler"), "torchvision/models/vision_transformer.py")
 
-def train_step(images, labels):
-    opt.zero_grad()
-    loss = F.cross_entropy(model(images), labels)
-    loss.backward()
-    opt.step()
-    sched.step()
-    return loss
-""", _LAZY_LOOP, ("AdamW", "LR scheduler"), "torchvision/models/vision_transformer.py")
-
-MIXER = Entry("mixer_dynamo", _COMMON + """
+MIXER = Entry("mixer_dynamo", _COMMON + _image_batches(16) + """
 from zoo_models.mixer import Mixer
 model = Mixer().to(dev)
-compiled = torch.compile(model, backend="openxla")
-opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-batches = [(torch.randn(4, 3, 16, 16, generator=gen).to(dev), torch.randint(0, 10, (4,), generator=gen).to(dev))
-           for _ in range(3)]
-
-def train_step(images, labels):
-    opt.zero_grad()
-    loss = F.cross_entropy(compiled(images), labels)
-    loss.backward()
-    opt.step()
-    return loss
-""", _LAZY_LOOP, ("torch.compile(backend='openxla')", "SGD momentum"), "zoo_models/mixer.py")
+forward = torch.compile(model, backend="openxla")
+opt, sched = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), None
+""" + _CLASSIFIER_STEP, _LAZY_LOOP, ("torch.compile(backend='openxla')", "SGD momentum"), "zoo_models/mixer.py")
 
 EAGER = Entry("mlp_eager", _COMMON + """
 import torch_xla.experimental
-model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to(dev)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
+model = forward = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to(dev)
+opt, sched = torch.optim.SGD(model.parameters(), lr=0.1), None
 batches = [(torch.randn(4, 8, generator=gen).to(dev), torch.randint(0, 4, (4,), generator=gen).to(dev))
            for _ in range(2)]
-
-def train_step(x, y):
-    opt.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
-""", """
+""" + _CLASSIFIER_STEP, """
 torch_xla.experimental.eager_mode(True)
 try:
     for batch in batches:

@@ -96,8 +96,8 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
         return cells.line(stacks_before.get(name, []))
 
     if after is not None:
-        lines_of = _matcher(_lines_by_key(before, stacks_before, cells.line) if before is not None else {})
-        model_lines_of = _matcher(_lines_by_key(before, stacks_before, cells.model_line) if before is not None else {})
+        by_key = _lines_by_key(before, stacks_before, cells.line, cells.model_line) if before is not None else ({}, {})
+        lines_of, model_lines_of = map(_matcher, by_key)
         fmap = build_fusion_map(after, lines_of, _innermost, model_lines_of)
         art.fusions = [k.to_dict() for k in fmap.kernels]
         art.memory = memory_summary(art.memory_report, art.buffer_assignment,
@@ -219,24 +219,24 @@ def _key(ins) -> tuple | None:
 _NO_STACK: list[PyFrame] = []
 
 
-def _lines_by_key(before: HloModule, stacks: dict[str, list[PyFrame]], line_of) -> dict:
-    """(aten op, innermost file, line[, dims]) -> the lines ``line_of(stack)`` gives for the
-    pre-optimization ops with that key."""
-    out: dict[tuple, dict[tuple, dict]] = {}
-    by_stack: dict[int, dict | None] = {}  # ops share stacks: look each one up once
+def _lines_by_key(before: HloModule, stacks: dict[str, list[PyFrame]], *line_of) -> tuple[dict, ...]:
+    """For each function in ``line_of``: (aten op, innermost file, line[, dims]) -> the lines
+    ``line_of(stack)`` gives for the pre-optimization ops with that key (one pass over the module)."""
+    out: list[dict[tuple, dict[tuple, dict]]] = [{} for _ in line_of]
+    by_stack: dict[int, list] = {}  # ops share stacks: look each one up once
     for ins in before.instructions():
         key = _key(ins)
         if key is None:
             continue
         stack = stacks.get(ins.name, _NO_STACK)
         if id(stack) not in by_stack:
-            by_stack[id(stack)] = line_of(stack)
-        ln = by_stack[id(stack)]
-        for k in (key, key[:3]):
-            bucket = out.setdefault(k, {})
-            if ln:
-                bucket.setdefault((ln.get("cell"), ln.get("file"), ln["line"]), ln)
-    return {k: list(v.values()) for k, v in out.items()}
+            by_stack[id(stack)] = [fn(stack) for fn in line_of]
+        for table, ln in zip(out, by_stack[id(stack)]):
+            for k in (key, key[:3]):
+                bucket = table.setdefault(k, {})
+                if ln:
+                    bucket.setdefault((ln.get("cell"), ln.get("file"), ln["line"]), ln)
+    return tuple({k: list(v.values()) for k, v in table.items()} for table in out)
 
 
 def _matcher(lines_by_key: dict):

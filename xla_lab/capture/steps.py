@@ -267,7 +267,8 @@ def explain_recompiles(steps: list[StepRecord], runs: list[CellCapture], others:
         base = baseline(step, steps, runs)
         compared_with = None
         if base is None and others:
-            found = nearest_elsewhere(step, [c for c in others if c not in runs])
+            own = {id(r) for r in runs}  # (by identity: comparing captures by value walks all of them)
+            found = nearest_elsewhere(step, [c for c in others if id(c) not in own])
             if found is not None:
                 base, compared_with = found[0], _label(*found)
         new = step.artifacts.signature if step.artifacts else None

@@ -60,12 +60,6 @@ class FusionMap:
                 out.setdefault((ln.get("cell"), ln["line"]), []).append(k.name)
         return out
 
-    def model_share(self) -> float:
-        """Share of kernels credited to at least one of the model's own lines."""
-        if not self.kernels:
-            return 1.0
-        return sum(1 for k in self.kernels if k.model_lines) / len(self.kernels)
-
     def mapped_share(self) -> float:
         """Share of kernels that map to at least one source line (cell line or library frame)."""
         if not self.kernels:
@@ -170,6 +164,18 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
     in_comp: dict[str, list[Kernel]] = {}  # computation -> its kernels (a container's user reads them)
     for kernel in fmap.kernels:
         in_comp.setdefault(kernel.computation, []).append(kernel)
+
+    def producer_lines(ins: Instruction) -> list[dict]:
+        producer = by_kernel.get(ins.name)
+        return getattr(producer, attr) if producer is not None else lines_of(ins)
+
+    def consumer_lines(ins: Instruction) -> list[dict]:
+        if ins.name in by_kernel:
+            return getattr(by_kernel[ins.name], attr)
+        if ins.opcode in CONTAINERS:  # a call / while: the lines of the kernels it runs
+            return [ln for c in ins.called for kern in in_comp.get(c, []) for ln in getattr(kern, attr)]
+        return lines_of(ins)
+
     for k in fmap.kernels:
         if getattr(k, attr):
             continue
@@ -182,23 +188,8 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
             start, comp = callers[comp.name]  # the inputs come from the caller's operands
             if lines_of(start):
                 break
-        frontier, seen, found = [start.name] if start.name != k.name else list(start.operands), {k.name}, {}
-        for _ in range(depth):
-            nxt = []
-            for name in frontier:
-                if name in seen or name not in comp.by_name:
-                    continue
-                seen.add(name)
-                producer = by_kernel.get(name)
-                lines = getattr(producer, attr) if producer is not None else lines_of(comp.by_name[name])
-                if lines:
-                    for ln in lines:
-                        found.setdefault(_line_key(ln), ln)
-                else:
-                    nxt.extend(comp.by_name[name].operands)
-            if found:
-                break
-            frontier = nxt
+        first = [start.name] if start.name != k.name else list(start.operands)
+        found = _nearest_lines(comp, first, {k.name}, producer_lines, lambda ins: ins.operands, depth)
         # Nothing upstream (an iota; a layout change of an input made where no line is known, such
         # as a precompile job's copy of the state): credit what uses it, in its own computation, then
         # from the instruction that runs that computation.
@@ -207,7 +198,9 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
                 continue
             if where.name not in users_of:
                 users_of[where.name] = _users(where)
-            found = _consumer_lines(where, users_of[where.name], name, by_kernel, lines_of, attr, depth, in_comp)
+            users = users_of[where.name]
+            found = _nearest_lines(where, users.get(name, []), {name}, consumer_lines,
+                                   lambda ins, users=users: users.get(ins.name, []), depth)
         if found:
             setattr(k, attr, list(found.values()))
             if attr == "lines":
@@ -222,27 +215,24 @@ def _users(comp: Computation) -> dict[str, list[str]]:
     return users
 
 
-def _consumer_lines(comp: Computation, users: dict, name: str, by_kernel: dict, lines_of, attr: str,
-                    depth: int, in_comp: dict) -> dict:
-    frontier, seen, found = list(users.get(name, [])), {name}, {}
+def _nearest_lines(comp: Computation, frontier: list[str], seen: set[str], lines_at, next_of,
+                   depth: int) -> dict:
+    """Breadth first from ``frontier`` through ``next_of(instruction)`` (operands or users), at most
+    ``depth`` steps: the lines ``lines_at(instruction)`` gives at the nearest level that has any."""
+    found: dict[tuple, dict] = {}
     for _ in range(depth):
         nxt = []
-        for n in frontier:
-            if n in seen or n not in comp.by_name:
+        for name in frontier:
+            if name in seen or name not in comp.by_name:
                 continue
-            seen.add(n)
-            user, ins = by_kernel.get(n), comp.by_name[n]
-            if user is not None:
-                lines = getattr(user, attr)
-            elif ins.opcode in CONTAINERS:  # a call / while: the lines of the kernels it runs
-                lines = [ln for c in ins.called for kern in in_comp.get(c, []) for ln in getattr(kern, attr)]
-            else:
-                lines = lines_of(ins)
+            seen.add(name)
+            ins = comp.by_name[name]
+            lines = lines_at(ins)
             if lines:
                 for ln in lines:
                     found.setdefault(_line_key(ln), ln)
             else:
-                nxt.extend(users.get(n, []))
+                nxt.extend(next_of(ins))
         if found:
             break
         frontier = nxt

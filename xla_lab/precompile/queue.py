@@ -125,8 +125,9 @@ class PrecompileQueue:
         key = call_key(call)
         self._seen.add(key)
         with self._lock:  # a job compiled this call's graph, unless the real step misses anyway
+            watched = {id(j) for j in self._watch}
             self._watch += [j for j in self.jobs if j.state == "compiled" and not j.used and not j.missed
-                            and j.variant.key() == key and j not in self._watch]
+                            and id(j) not in watched and j.variant.key() == key]
 
     def explain_misses(self, capture, explain_pair: Callable[[str, str], str | None]) -> list[str]:
         """After a cell: for each job planned for a call the cell made, if the real step compiled a
