@@ -34,6 +34,7 @@ class CellOptions:
     name: str | None = None  # names the cell's graphs (%%xla -n)
     track_lines: str = "auto"  # "auto" | "always"
     no_sync: bool = False  # leave pending work lazy
+    profile: bool = False  # run the cell under a profiler session and join measured time (--profile)
 
 
 @dataclass
@@ -69,6 +70,7 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
                                     track_lines=options.track_lines, cells=CellFiles.from_shell(shell, filename, count))
         recorder.named = bool(options.name)
         recorder.start()
+        profiler = _start_profiler(recorder.capture) if options.profile else None
         watch = progress(recorder) if progress is not None else None
     error: BaseException | None = None
     result = None
@@ -99,6 +101,8 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         if watch is not None:
             watch.stop()
         capture = recorder.finish(error)
+        if profiler is not None:
+            _attach_profile(session, capture, profiler)
         if recorder.device_error is not None:  # a graph of the cell failed while running
             repair_lost_tensors(shell, recorder.device_error, capture)
             if error is None:
@@ -115,6 +119,29 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
     if error is not None:
         error = error.with_traceback(user_traceback(error.__traceback__, filename))
     return CellRun(capture, result, error)
+
+
+def _start_profiler(capture):
+    from xla_lab.profile.session import ProfilerBusy, ProfilerSession
+
+    profiler = ProfilerSession()
+    try:
+        profiler.start()
+    except ProfilerBusy as exc:
+        capture.notes.append(f"not profiled: {exc}")
+        return None
+    return profiler
+
+
+def _attach_profile(session, capture: CellCapture, profiler) -> None:
+    from xla_lab.profile.attach import attach_profile
+
+    try:
+        data = profiler.stop()
+        attach_profile(capture, data, session.runtime.device_env)
+        session.keep_profile(capture, data)
+    except Exception as exc:  # never lose the capture to the profile
+        capture.notes.append(f"the profile could not be joined: {type(exc).__name__}: {exc}")
 
 
 def repair_lost_tensors(shell, error: BaseException | None = None, capture: CellCapture | None = None) -> None:

@@ -16,7 +16,7 @@ from xla_lab.interrupts import HeldInterrupts
 from xla_lab.view.saved_output import SAVE_CHOICES
 from xla_lab.view.summary import SummaryView
 
-LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save")
+LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save", "profile")
 QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")
 
 
@@ -31,12 +31,16 @@ class XlaMagics(Magics):
     @argument("--track-lines", choices=("auto", "always"), default="auto",
               help="Source lines on traced ops cost a stack walk per op. 'auto' (default) pauses them once "
                    "a loop hits the cache twice in a row and resumes after any compile; 'always' keeps them.")
+    @argument("--profile", action="store_true",
+              help="Run the cell under a profiler session and show measured time per kernel, aten op, source "
+                   "line and step, with a roofline reading (%%xla profile on: every cell).")
     @argument("--save", choices=SAVE_CHOICES, default=None,
               help="What the notebook keeps of this cell's output: 'full' (every view, packed) or 'summary' "
                    "(text and an HTML summary, for notebooks you share). Default: the session's (%%xla save).")
     @argument("command", nargs="*",
               help="Line magic only: status | history | show [N] | clear | report FILE.html | "
-                   "queue [status | pause | resume | clear | run | add STEP ARG=8x128 ...] | save [full | summary].")
+                   "queue [status | pause | resume | clear | run | add STEP ARG=8x128 ...] | save [full | summary] | "
+                   "profile [on | off | export DIR [N]].")
     @line_cell_magic
     def xla(self, line: str, cell: str | None = None):
         """Run a cell on the lazy XLA device and show what XLA did with it.
@@ -53,7 +57,11 @@ class XlaMagics(Magics):
         ``%xla queue`` (the precompile queue: ``status``, ``pause``, ``resume``, ``clear``, ``run``
         to run the pending jobs now, ``add STEP x=8x256 y=8x256`` to queue a variant of a marked step),
         ``%xla save full|summary`` (what notebooks keep of later ``%%xla`` outputs: every view, or a
-        summary for notebooks you share; ``XLA_LAB_SAVE`` sets the starting choice).
+        summary for notebooks you share; ``XLA_LAB_SAVE`` sets the starting choice),
+        ``%xla profile on|off`` (profile every ``%%xla`` cell, as ``--profile`` does for one),
+        ``%xla profile export DIR [N]`` (the profile of capture N, default the last profiled one:
+        ``DIR/trace.json`` for Perfetto / chrome://tracing, and DIR as an XProf / TensorBoard log
+        directory).
         """
         __tracebackhide__ = True  # noqa: F841  (IPython hides this frame from user tracebacks)
         args = parse_argstring(self.xla, line)
@@ -70,7 +78,8 @@ class XlaMagics(Magics):
         hooks.CELLS.xla_cell_started()
         progress = None if args.quiet or _is_terminal(self.shell) else _progress(session)
         run = cell_run.run_cell(self.shell, session, cell,
-                                cell_run.CellOptions(name=args.name, track_lines=args.track_lines, no_sync=args.no_sync),
+                                cell_run.CellOptions(name=args.name, track_lines=args.track_lines, no_sync=args.no_sync,
+                                                     profile=args.profile or session.profile_every_cell),
                                 hooks.CELLS.info, progress=progress)
         error = run.error
         if not args.quiet:
@@ -107,6 +116,8 @@ class XlaMagics(Magics):
             self._report(session, command[1:])
         elif verb == "save":
             self._save(session, command[1:])
+        elif verb == "profile":
+            self._profile(session, command[1:])
         elif verb == "clear":
             n = len(session.history)
             session.clear()
@@ -121,6 +132,32 @@ class XlaMagics(Magics):
         what = ("every view, packed (reopened notebooks draw the panel)" if session.save == "full"
                 else "the text and an HTML summary only (no graphs or HLO in the file)")
         print(f"xla_lab: saved %%xla outputs keep {what}.")
+
+    def _profile(self, session, words: list[str]) -> None:
+        usage = "usage: %xla profile [on | off | export DIR [N]]"
+        if not words:
+            state = "on (every %%xla cell)" if session.profile_every_cell else "off (use %%xla --profile for one cell)"
+            print(f"xla_lab: profiling is {state}.")
+        elif words[0] in ("on", "off") and len(words) == 1:
+            session.profile_every_cell = words[0] == "on"
+            print(f"xla_lab: profiling {'every %%xla cell' if session.profile_every_cell else 'is off'}.")
+        elif words[0] == "export" and len(words) in (2, 3):
+            from xla_lab.profile.export import export_profile
+
+            if len(words) == 3:
+                capture = _history_entry(session, words[2:])
+            else:
+                capture = next((c for c in reversed(session.history) if c.profile), None)
+            if capture is None or not capture.profile:
+                raise UsageError("no profiled capture: run a cell with %%xla --profile first")
+            try:
+                written = export_profile(capture, words[1], session.raw_profile(capture))
+            except OSError as exc:
+                raise UsageError(f"cannot write {words[1]}: {exc.strerror or exc}") from None
+            for path in written:
+                print(f"xla_lab: wrote {path}")
+        else:
+            raise UsageError(usage)
 
     def _report(self, session, words: list[str]) -> None:
         if len(words) != 1:

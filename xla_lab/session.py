@@ -42,6 +42,10 @@ class Session:
         self.queue = None  # the precompile queue, made by start_queue()
         self.save = default_save()  # what notebooks keep of a %%xla output: full | summary (%xla save)
         self._unload_paused_queue = False
+        self.profile_every_cell = False  # %xla profile on: every %%xla cell runs as with --profile
+        # the raw profiles (XSpace bytes) of the last profiled captures, for the XProf export; the
+        # capture itself keeps the joined record
+        self._profiles: list[tuple[CellCapture, bytes]] = []
 
     def start_queue(self, namespace=None):
         """The precompile queue of this kernel (made once)."""
@@ -108,6 +112,12 @@ class Session:
             self.store.trim()
         return [e.graph_hash for e in compiles]
 
+    def keep_profile(self, capture: CellCapture, data: bytes, keep: int = 8) -> None:
+        self._profiles = [(c, d) for c, d in self._profiles if c is not capture][-(keep - 1):] + [(capture, data)]
+
+    def raw_profile(self, capture: CellCapture) -> bytes | None:
+        return next((d for c, d in self._profiles if c is capture), None)
+
     def explain_pair(self, new_hash: str, old_hash: str) -> str | None:
         """Why graph ``new_hash`` differs from ``old_hash`` (e.g. a precompile job's graph that the
         real step did not hit), analysing a graph compiled outside a cell first if need be."""
@@ -128,6 +138,7 @@ class Session:
 
     def clear(self) -> None:
         self.history.clear()
+        self._profiles.clear()
         self.store.clear()
 
 

@@ -161,6 +161,9 @@ class CellCapture:
     fallback_ops: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    # %%xla --profile: measured time joined to the steps and kernels (profile/join.py join_profile),
+    # with the machine's peaks for the roofline; None when the cell was not profiled
+    profile: dict | None = None
     schema: str = SCHEMA
 
     # --- summaries used by every view -------------------------------------------------------
@@ -292,12 +295,21 @@ _SPMD = {"devices": (int,), "memory_per_device?": (bool,),
          "collectives": [{"name": (str,), "kind": (str,), "shape": (str,), "bytes": _NUM, "groups": [[(int,)]],
                           "group_size": (int,), "lines": [_LINE], "lines_inferred?": (bool,),
                           "sources?": [(str,)]}]}
+_STAT = [_NUM]  # [count, total ns, longest ns] (kernels) or [count, total ns] (other events)
+_PROFILE = {"steps": [{"step": (int,), "graph_hash": (str,), "start_ns": _NUM, "span_ns": _NUM, "busy_ns": _NUM,
+                       "kernel_ns": _NUM, "idle_before_ns": _NUM, "host": ("map", _NUM)}],
+            "graphs": ("map", {"module": (str,), "executions": (int,), "kernels": ("map", _STAT),
+                               "other": ("map", _STAT)}),
+            "unmatched_executions": (int,), "unmatched_ns": _NUM, "span_ns": _NUM,
+            "timeline": [[(str, int, float)]], "timeline_dropped": (int,),
+            "peaks?": ({"flops_per_s": _NUM, "bytes_per_s": _NUM, "source": (str,)}, _NONE)}
 _NESTED = {
     GraphArtifacts: {"fusions": [_KERNEL], "memory": _MEMORY, "spmd": _SPMD,
                      "large_constants": [{"instruction": (str,), "shape": (str,), "bytes": _NUM,
                                           "where?": (str, _NONE)}]},
     StepRecord: {"timings": ("map", (int, float, _NONE)), "fallback_ops": ("map", (int,))},
     CellCapture: {"notes": [(str,)], "fallback_ops": ("map", (int,)), "outside_steps": ("map", _NUM),
+                  "profile": _PROFILE,
                   "metrics": ("map", (int, float, str, list, dict, _NONE))},
 }
 

@@ -25,7 +25,7 @@ from xla_lab.capture.ir_graph import parse_ir_text
 from xla_lab.capture.records import CellCapture, GraphArtifacts
 
 from .annotate import file_line_kernels, line_kernels
-from .details import fmt_bytes, main_step
+from .details import fmt_bytes, kernel_lines_text, main_step
 from .summary import notes
 
 SCHEMA = "xla_lab.panel/1"
@@ -49,6 +49,8 @@ def panel_model(capture: CellCapture, runs: list[CellCapture] | tuple = ()) -> d
         "source_lines": source_lines(capture),
         "model_files": model_files(capture),
         "runs": [run_model(r) for r in earlier + [capture]],
+        # added to the contract: measured time (%%xla --profile), None when the cell was not profiled
+        "profile": profile_model(capture, earlier),
     }
 
 
@@ -171,3 +173,42 @@ def run_model(c: CellCapture) -> dict:
             "steps": [{"index": s.index, "cache": s.cache, "trace_s": s.timings.get("trace_s"),
                        "compile_s": s.timings.get("compile_s"), "execute_s": s.timings.get("execute_s"),
                        "transfer_s": transfer(s.timings)} for s in c.steps]}
+
+
+# --- measured time ------------------------------------------------------------------------------
+MAX_PROFILE_ROWS = 300  # kernels / lines listed in the Profile tab (the rest are counted)
+
+
+def profile_model(c: CellCapture, earlier: list[CellCapture] | tuple = ()) -> dict | None:
+    """The Profile tab: kernels by measured time beside their estimates and roofline reading, time
+    per cell line, per model line and per aten op, the steps' device and host time, and the
+    comparison with the latest earlier profiled run of the cell."""
+    if not c.profile:
+        return None
+    from xla_lab.profile import breakdown
+
+    kernels = breakdown.kernel_times(c)
+
+    def lines(model: bool) -> list[dict]:
+        return [{"label": ln.label, "cell": ln.cell, "line": ln.line, "file": ln.file, "code": ln.code,
+                 "total_ns": ln.total_ns, "share": ln.share, "kernels": [k for k, _ in ln.kernels[:6]]}
+                for ln in breakdown.line_times(c, model=model, kernels=kernels)[:MAX_PROFILE_ROWS]]
+
+    before = next((r for r in reversed(list(earlier)) if r.profile), None)
+    steps = breakdown.step_rows(c)
+    return {
+        "peaks": c.profile.get("peaks"),
+        "kernels": [{"graph_hash": k.graph_hash, "name": k.name, "kind": k.kind, "count": k.count,
+                     "total_ns": k.total_ns, "mean_ns": k.mean_ns, "longest_ns": k.longest_ns, "share": k.share,
+                     "flops": k.flops, "bytes": k.bytes, "flops_per_s": k.flops_per_s, "bytes_per_s": k.bytes_per_s,
+                     "roof_share": k.roof_share, "bound": k.bound,
+                     "lines": kernel_lines_text({"lines": k.lines, "model_lines": k.model_lines, "sources": k.sources})}
+                    for k in kernels[:MAX_PROFILE_ROWS]],
+        "kernels_more": max(0, len(kernels) - MAX_PROFILE_ROWS),
+        "lines": lines(False),
+        "model_lines": lines(True),
+        "ops": [{"op": op, "total_ns": ns, "share": share} for op, ns, share in breakdown.op_times(c, kernels)[:100]],
+        "steps": [{k: row[k] for k in ("step", "cache", "start_ns", "span_ns", "busy_ns", "kernel_ns",
+                                       "idle_before_ns", "host", "execute_s")} for row in steps],
+        "compare": breakdown.compare(before, c) if before is not None else None,
+    }

@@ -15,7 +15,7 @@ import time
 from xla_lab.hlo.parser import strip_metadata
 from xla_lab.capture.records import CellCapture, GraphArtifacts
 
-from .details import fmt_bytes, fmt_count, kernel_rows, main_step, memory_line
+from .details import fmt_bytes, fmt_count, kernel_lines_text, kernel_rows, main_step, memory_line
 from .panel_model import model_files, source_lines, warnings
 from .summary import MAX_ROWS
 from .summary import to_html as summary_html
@@ -77,6 +77,8 @@ def capture_html(c: CellCapture, *, hlo_lines: int | None = NOTEBOOK_HLO_LINES,
         parts.append(_annotated_source(c))
     if step is not None and step.memory:
         parts.append(_memory(step))
+    if c.profile:
+        parts.append(_profile(c, kernels))
     arts = c.artifacts()
     if graphs == "all":
         shown = list(arts.values())
@@ -104,6 +106,33 @@ def _kernels_table(step, top: int | None) -> str:
     if top is not None and len(step.fusions) > top:
         out.append(f"<div>... {len(step.fusions) - top} more kernels (all of them are in the panel and in "
                    "<code>%xla report</code>)</div>")
+    return "".join(out)
+
+
+def _profile(c: CellCapture, top: int | None) -> str:
+    """Measured time (%%xla --profile): the kernels and lines that took it."""
+    from xla_lab.profile.breakdown import fmt_ns, kernel_times, line_times, summary_lines
+
+    kernels = kernel_times(c)
+    shown = kernels if top is None else kernels[:top]
+    out = [f"<h4>measured time ({len(kernels)} kernels)</h4><div>{e(summary_lines(c, top=0)[0])}</div>",
+           "<table><tr><th>kernel</th><th class=\"num\">runs</th><th class=\"num\">total</th><th class=\"num\">mean</th>"
+           "<th class=\"num\">share</th><th class=\"num\">flops</th><th class=\"num\">bytes</th><th>bound</th>"
+           "<th class=\"num\">of roof</th><th>lines</th></tr>"]
+    for k in shown:
+        roof = f"{k.roof_share:.0%}" if k.roof_share is not None else "-"
+        lines = kernel_lines_text({"lines": k.lines, "model_lines": k.model_lines, "sources": k.sources})
+        out.append(f"<tr><td><code>{e(k.name)}</code></td><td class=\"num\">{k.count}</td>"
+                   f"<td class=\"num\">{e(fmt_ns(k.total_ns))}</td><td class=\"num\">{e(fmt_ns(k.mean_ns))}</td>"
+                   f"<td class=\"num\">{k.share:.1%}</td><td class=\"num\">{e(fmt_count(k.flops, 'FLOP'))}</td>"
+                   f"<td class=\"num\">{e(fmt_bytes(k.bytes))}</td><td>{e(k.bound or '-')}</td>"
+                   f"<td class=\"num\">{roof}</td><td><code>{e(lines)}</code></td></tr>")
+    out.append("</table><table><tr><th>line</th><th class=\"num\">share</th><th>code</th></tr>")
+    rows = line_times(c, kernels=kernels)
+    for ln in rows if top is None else rows[:top]:
+        out.append(f"<tr><td><code>{e(ln.label)}</code></td><td class=\"num\">{ln.share:.1%}</td>"
+                   f"<td><code>{e((ln.code or '').strip())}</code></td></tr>")
+    out.append("</table>")
     return "".join(out)
 
 

@@ -140,6 +140,11 @@ class Notes:
     lines: list[str]
 
 
+@dataclass
+class Profile:
+    lines: list[str]  # measured time (profile/breakdown.py summary_lines): totals, top kernels, top lines
+
+
 def sections(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = True) -> list:
     """The summary of a capture as sections, in the order every renderer shows them. ``details=False``
     leaves out the kernels, memory and notes (the panel's static HTML shows them in sections of its
@@ -155,6 +160,10 @@ def sections(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = Tr
     if details and step is not None and memory_line(step):
         out.append(Memory(step.index, memory_line(step)))
     out.append(Spmd(_spmd(step, max_rows)))
+    if c.profile:
+        from xla_lab.profile.breakdown import summary_lines
+
+        out.append(Profile(summary_lines(c)))
     if details:
         out.append(Notes(notes(c)))
     return out
@@ -180,7 +189,7 @@ def _text(part) -> list[str]:
             f"    {k.name:<24} {k.kind:<12} {k.flops:>12} {k.bytes:>10}  {k.ops}  {k.lines}" for k in part.rows]
     if isinstance(part, Memory):
         return [f"  memory of step {part.step}'s graph: {part.line}"]
-    if isinstance(part, Spmd):
+    if isinstance(part, (Spmd, Profile)):
         return ["  " + ln for ln in part.lines]
     if isinstance(part, Notes):
         return [f"  note: {n}" for n in part.lines]
@@ -230,7 +239,7 @@ def _html(part) -> list[str]:
         return out
     if isinstance(part, Memory):
         return [f"<div>memory of step {part.step}'s graph: {e(part.line)}</div>"]
-    if isinstance(part, Spmd):
+    if isinstance(part, (Spmd, Profile)):
         return [f"<pre>{e(chr(10).join(part.lines))}</pre>"] if part.lines else []
     if isinstance(part, Notes):
         return [f"<div>note: {e(n)}</div>" for n in part.lines]
@@ -272,6 +281,8 @@ def _rich(part) -> list:
         return [Text(f"memory of step {part.step}'s graph: {part.line}")]
     if isinstance(part, Spmd):
         return [Text("\n".join(part.lines), style="cyan")] if part.lines else []
+    if isinstance(part, Profile):
+        return [Text("\n".join(part.lines), style="magenta")] if part.lines else []
     if isinstance(part, Notes):
         return [Text("note: " + n, style="dim") for n in part.lines]
     raise TypeError(part)

@@ -22,3 +22,15 @@ export function fmtSeconds(s: number | null | undefined): string {
   if (s > 0) return `${(s * 1e6).toFixed(0)} \u00b5s`;
   return "0 s";
 }
+
+export function fmtNs(ns: number | null | undefined): string {
+  if (ns == null) return "-";
+  if (ns >= 1e9) return `${(ns / 1e9).toFixed(2)} s`;
+  if (ns >= 1e6) return `${(ns / 1e6).toFixed(2)} ms`;
+  if (ns >= 1e3) return `${(ns / 1e3).toFixed(1)} \u00b5s`;
+  return `${Math.round(ns)} ns`;
+}
+
+export function fmtShare(x: number | null | undefined): string {
+  return x == null ? "-" : `${(x * 100).toFixed(1)}%`;
+}

@@ -72,9 +72,34 @@ export interface RunStep {
 
 export interface Run { execution_count: number | null; started_at: number; steps: RunStep[] }
 
+/** Measured time of a profiled cell (%%xla --profile): built by panel_model.profile_model. */
+export interface ProfileKernel {
+  graph_hash: string; name: string; kind: string; count: number; total_ns: number; mean_ns: number; longest_ns: number;
+  share: number; flops: number; bytes: number; flops_per_s: number | null; bytes_per_s: number | null;
+  roof_share: number | null; bound: string | null; lines: string;
+}
+export interface ProfileLine {
+  label: string; cell: number | null; line: number | null; file: string | null; code: string | null;
+  total_ns: number; share: number; kernels: string[];
+}
+export interface ProfileStep {
+  step: number; cache: string; start_ns: number; span_ns: number; busy_ns: number; kernel_ns: number;
+  idle_before_ns: number; host: Record<string, number>; execute_s: number | null;
+}
+export interface ProfileCompareRow {
+  name: string; before_mean_ns: number | null; after_mean_ns: number | null; before_total_ns: number; after_total_ns: number;
+}
+export interface Profile {
+  peaks: { flops_per_s: number; bytes_per_s: number; source: string } | null;
+  kernels: ProfileKernel[]; kernels_more: number; lines: ProfileLine[]; model_lines: ProfileLine[];
+  ops: { op: string; total_ns: number; share: number }[]; steps: ProfileStep[];
+  compare: { with: number | null; before_step_ns: number; after_step_ns: number; rows: ProfileCompareRow[] } | null;
+}
+
 export interface PanelModel {
   schema: string; capture: Capture; summary: Summary; main_graph: string | null;
   graphs: Record<string, Graph>; source_lines: SourceLine[]; model_files: ModelFile[]; runs: Run[];
+  profile: Profile | null;
 }
 
 export interface Progress {
@@ -290,6 +315,7 @@ export function parsePanelModel(raw: unknown): PanelModel {
       }) };
     }),
     runs: arr(o.runs ?? [], "model.runs").map((r, i) => parseRun(r, `model.runs[${i}]`)),
+    profile: o.profile == null ? null : parseProfile(o.profile, "model.profile"),
   };
 }
 
@@ -316,4 +342,62 @@ export function mainGraphHash(m: PanelModel): string | null {
   if (keys.length) return keys[0];
   const art = Object.keys(m.capture.artifacts);
   return art.length ? art[0] : null;
+}
+
+function numMap(v: unknown, path: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, x] of Object.entries(obj(v ?? {}, path))) out[k] = num(x, `${path}[${JSON.stringify(k)}]`);
+  return out;
+}
+
+function parseProfileLine(v: unknown, path: string): ProfileLine {
+  const o = obj(v, path);
+  return { label: str(o.label, `${path}.label`), cell: numOrNull(o.cell, `${path}.cell`), line: numOrNull(o.line, `${path}.line`),
+    file: strOrNull(o.file, `${path}.file`), code: strOrNull(o.code, `${path}.code`), total_ns: num(o.total_ns, `${path}.total_ns`),
+    share: num(o.share, `${path}.share`), kernels: strList(o.kernels, `${path}.kernels`) };
+}
+
+/** The Profile tab's data; a wrong type anywhere the tab reads is rejected with its path. */
+export function parseProfile(v: unknown, path: string): Profile {
+  const o = obj(v, path);
+  let peaks: Profile["peaks"] = null;
+  if (o.peaks != null) {
+    const p = obj(o.peaks, `${path}.peaks`);
+    peaks = { flops_per_s: num(p.flops_per_s, `${path}.peaks.flops_per_s`), bytes_per_s: num(p.bytes_per_s, `${path}.peaks.bytes_per_s`),
+      source: str(p.source ?? "", `${path}.peaks.source`) };
+  }
+  const kernels = arr(o.kernels ?? [], `${path}.kernels`).map((k, i) => {
+    const p = `${path}.kernels[${i}]`, ko = obj(k, p);
+    return { graph_hash: str(ko.graph_hash ?? "", `${p}.graph_hash`), name: str(ko.name, `${p}.name`), kind: str(ko.kind ?? "", `${p}.kind`),
+      count: num(ko.count, `${p}.count`), total_ns: num(ko.total_ns, `${p}.total_ns`), mean_ns: num(ko.mean_ns, `${p}.mean_ns`),
+      longest_ns: num(ko.longest_ns ?? 0, `${p}.longest_ns`), share: num(ko.share, `${p}.share`), flops: num(ko.flops ?? 0, `${p}.flops`),
+      bytes: num(ko.bytes ?? 0, `${p}.bytes`), flops_per_s: numOrNull(ko.flops_per_s, `${p}.flops_per_s`),
+      bytes_per_s: numOrNull(ko.bytes_per_s, `${p}.bytes_per_s`), roof_share: numOrNull(ko.roof_share, `${p}.roof_share`),
+      bound: strOrNull(ko.bound, `${p}.bound`), lines: str(ko.lines ?? "", `${p}.lines`) };
+  });
+  const steps = arr(o.steps ?? [], `${path}.steps`).map((st, i) => {
+    const p = `${path}.steps[${i}]`, so = obj(st, p);
+    return { step: num(so.step, `${p}.step`), cache: str(so.cache ?? "?", `${p}.cache`), start_ns: num(so.start_ns, `${p}.start_ns`),
+      span_ns: num(so.span_ns, `${p}.span_ns`), busy_ns: num(so.busy_ns, `${p}.busy_ns`), kernel_ns: num(so.kernel_ns, `${p}.kernel_ns`),
+      idle_before_ns: num(so.idle_before_ns, `${p}.idle_before_ns`), host: numMap(so.host, `${p}.host`),
+      execute_s: numOrNull(so.execute_s, `${p}.execute_s`) };
+  });
+  let compare: Profile["compare"] = null;
+  if (o.compare != null) {
+    const c = obj(o.compare, `${path}.compare`);
+    compare = { with: numOrNull(c.with, `${path}.compare.with`), before_step_ns: num(c.before_step_ns, `${path}.compare.before_step_ns`),
+      after_step_ns: num(c.after_step_ns, `${path}.compare.after_step_ns`),
+      rows: arr(c.rows ?? [], `${path}.compare.rows`).map((r, i) => {
+        const p = `${path}.compare.rows[${i}]`, ro = obj(r, p);
+        return { name: str(ro.name, `${p}.name`), before_mean_ns: numOrNull(ro.before_mean_ns, `${p}.before_mean_ns`),
+          after_mean_ns: numOrNull(ro.after_mean_ns, `${p}.after_mean_ns`), before_total_ns: num(ro.before_total_ns ?? 0, `${p}.before_total_ns`),
+          after_total_ns: num(ro.after_total_ns ?? 0, `${p}.after_total_ns`) };
+      }) };
+  }
+  return { peaks, kernels, kernels_more: num(o.kernels_more ?? 0, `${path}.kernels_more`),
+    lines: arr(o.lines ?? [], `${path}.lines`).map((l, i) => parseProfileLine(l, `${path}.lines[${i}]`)),
+    model_lines: arr(o.model_lines ?? [], `${path}.model_lines`).map((l, i) => parseProfileLine(l, `${path}.model_lines[${i}]`)),
+    ops: arr(o.ops ?? [], `${path}.ops`).map((x, i) => { const p = `${path}.ops[${i}]`, xo = obj(x, p);
+      return { op: str(xo.op, `${p}.op`), total_ns: num(xo.total_ns, `${p}.total_ns`), share: num(xo.share, `${p}.share`) }; }),
+    steps, compare };
 }

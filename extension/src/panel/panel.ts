@@ -10,11 +10,12 @@ import { nodeShardingDetails, renderSharding } from "./spmd";
 import { nodeShardings, spmdOf, type NodeSharding, type Spmd } from "../core/spmd";
 import { renderSummary } from "./summary";
 import { renderTimeline } from "./timeline";
+import { renderProfile, type TimelineRow } from "./profile";
 import type { VizLike } from "./viz";
 
-export const TABS = ["summary", "graph", "hlo", "fusion", "sharding", "timeline", "memory"] as const;
+export const TABS = ["summary", "graph", "hlo", "fusion", "profile", "sharding", "timeline", "memory"] as const;
 export type TabName = (typeof TABS)[number];
-const TAB_LABEL: Record<TabName, string> = { summary: "Summary", graph: "Graph", hlo: "HLO", fusion: "Fusion map", sharding: "Sharding", timeline: "Timeline", memory: "Memory" };
+const TAB_LABEL: Record<TabName, string> = { summary: "Summary", graph: "Graph", hlo: "HLO", fusion: "Fusion map", profile: "Profile", sharding: "Sharding", timeline: "Timeline", memory: "Memory" };
 
 export interface PanelOptions {
   getViz: () => Promise<VizLike>; t0?: number;
@@ -59,7 +60,7 @@ export class PanelView {
     const tabbar = h("div", { class: "xla-tabs", role: "tablist" });
     const body = h("div", { class: "xla-tab-body" });
     for (const t of TABS) {
-      const b = h("button", { type: "button", class: "xla-tab", role: "tab", "data-tab": t, "aria-selected": "false", hidden: t === "sharding" }, TAB_LABEL[t]);
+      const b = h("button", { type: "button", class: "xla-tab", role: "tab", "data-tab": t, "aria-selected": "false", hidden: t === "sharding" || t === "profile" }, TAB_LABEL[t]);
       b.addEventListener("click", () => this.selectTab(t));
       this.tabButtons.set(t, b);
       tabbar.append(b);
@@ -102,6 +103,8 @@ export class PanelView {
     }
     this.hash = mainGraphHash(this.model);
     this.built.clear();
+    this.tabButtons.get("profile")!.hidden = !this.model.profile;
+    if (this.tab === "profile" && !this.model.profile) this.tab = "summary";
     this.drawHeader();
     this.loadSpmd();
     this.graphView.setGraph(this.hash ? this.model.graphs[this.hash] ?? null : null, t);
@@ -177,6 +180,8 @@ export class PanelView {
     else if (t === "timeline") pane.append(renderTimeline(m.runs.length ? m.runs : [{ execution_count: m.capture.execution_count, started_at: m.capture.started_at,
       steps: m.capture.steps.map((s) => ({ index: s.index, cache: s.cache, trace_s: s.timings.trace_s ?? null, compile_s: s.timings.compile_s ?? null,
         execute_s: s.timings.execute_s ?? null, transfer_s: (s.timings.to_device_s ?? 0) + (s.timings.from_device_s ?? 0) })) }]));
+    else if (t === "profile") pane.append(m.profile ? renderProfile(m.profile, profileTimeline(m.capture.profile), { onKernel: (k) => this.showKernel(k), onSource: this.onSource })
+      : h("p", { class: "xla-muted xla-empty" }, "Not profiled: run the cell with %%xla --profile."));
     else if (t === "memory") pane.append(renderMemory(art?.memory, this.spmd?.memory_per_device ? this.spmd.devices : null));
     else if (t === "sharding") pane.append(this.spmd ? renderSharding(this.spmd, { kernels: new Set(kernels.map((k) => k.name)), onKernel: (k) => this.showKernel(k) })
       : h("p", { class: "xla-warning xla-error" }, this.spmdError ?? "No SPMD summary for this graph."));
@@ -217,6 +222,13 @@ export class PanelView {
     if (this.ticker) clearInterval(this.ticker);
     this.ticker = undefined;
   }
+}
+
+/** The capture's profile timeline rows, keeping only well-formed ones (the capture is not validated deeply). */
+function profileTimeline(raw: unknown): TimelineRow[] {
+  const rows = (raw && typeof raw === "object" && Array.isArray((raw as { timeline?: unknown }).timeline)) ? (raw as { timeline: unknown[] }).timeline : [];
+  return rows.filter((r): r is TimelineRow => Array.isArray(r) && r.length === 5 && typeof r[0] === "string" && typeof r[1] === "string"
+    && typeof r[2] === "number" && typeof r[3] === "number" && typeof r[4] === "number");
 }
 
 function compactRanges(xs: number[]): string {

@@ -1,0 +1,124 @@
+// The Profile tab (cells run with %%xla --profile): measured time per kernel beside its estimated flops and
+// bytes and its roofline reading, per cell line and model line (shaded by time), per aten op, per step, a
+// timeline of the profiler's host and device lanes, and the comparison with the cell's previous profiled run.
+import { kernelColor } from "../core/dot";
+import { fmtBytes, fmtCount, fmtNs, fmtShare } from "../core/format";
+import type { Profile, ProfileLine, SourceRef } from "../core/model";
+import { h, s } from "./dom";
+
+export interface ProfileOptions { onKernel?: (name: string) => void; onSource?: (ref: SourceRef) => void }
+export type TimelineRow = [string, string, number, number, number];
+const MAX_TIMELINE_EVENTS = 5000;
+
+function bar(share: number): HTMLElement {
+  return h("span", { class: "xla-share", title: fmtShare(share) }, h("span", { class: "xla-share-fill", style: `width:${Math.max(0, Math.min(100, share * 100)).toFixed(1)}%` }));
+}
+
+export function renderProfile(p: Profile, timeline: readonly TimelineRow[], opts: ProfileOptions = {}): HTMLElement {
+  const el = h("div", { class: "xla-profile" });
+  const busy = p.steps.reduce((a, st) => a + st.busy_ns, 0);
+  const idle = p.steps.slice(1).reduce((a, st) => a + st.idle_before_ns, 0);
+  el.append(h("p", null, `Measured: ${p.steps.length} executions, device busy ${fmtNs(busy)}` +
+    (p.steps.length ? ` (${fmtNs(busy / p.steps.length)} per step)` : "") + `, device idle between steps ${fmtNs(idle)} (waiting for Python, input or compiles).`));
+  el.append(h("p", { class: "xla-muted" }, p.peaks
+    ? `Roofline against ${fmtCount(p.peaks.flops_per_s, "FLOP/s")} and ${fmtBytes(p.peaks.bytes_per_s)}/s (${p.peaks.source}). Bytes are the HLO's operand and result sizes: caches are ignored, so small kernels can beat the memory roof.`
+    : "No roofline: this device's peaks are unknown (set XLA_LAB_PEAKS=FLOPS,BYTES)."));
+  if (p.compare) el.append(compareBlock(p));
+  el.append(h("h4", null, "Kernels by measured time"), kernelsTable(p, opts));
+  el.append(linesBlock("Time per cell line", p.lines, opts), linesBlock("Time per model line (innermost outside torch)", p.model_lines, opts));
+  el.append(h("h4", null, "Time per aten op"), h("div", { class: "xla-scroll" }, h("table", { class: "xla-table xla-profile-ops" },
+    h("tr", null, h("th", null, "aten op"), h("th", null, "time"), h("th", null, "share")),
+    p.ops.slice(0, 40).map((o) => h("tr", null, h("td", null, h("code", null, o.op)), h("td", { class: "xla-num" }, fmtNs(o.total_ns)), h("td", null, bar(o.share), " ", fmtShare(o.share)))))));
+  el.append(h("h4", null, "Steps"), stepsTable(p));
+  el.append(h("h4", null, "Timeline"), renderLanes(timeline));
+  return el;
+}
+
+function kernelsTable(p: Profile, opts: ProfileOptions): HTMLElement {
+  const head = h("tr", null, ["kernel", "kind", "runs", "total", "mean", "share", "est. flops", "est. bytes", "achieved", "roof", "bound", "lines"].map((c) => h("th", null, c)));
+  const rows = p.kernels.map((k) => {
+    const tr = h("tr", { class: "xla-kernel-row", "data-kernel": k.name },
+      h("td", null, h("span", { class: "xla-swatch", style: `background:${kernelColor(k.name)}` }), h("code", null, k.name)),
+      h("td", null, k.kind), h("td", { class: "xla-num" }, String(k.count)), h("td", { class: "xla-num" }, fmtNs(k.total_ns)),
+      h("td", { class: "xla-num" }, fmtNs(k.mean_ns)), h("td", null, bar(k.share), " ", fmtShare(k.share)),
+      h("td", { class: "xla-num" }, fmtCount(k.flops, "FLOP")), h("td", { class: "xla-num" }, fmtBytes(k.bytes)),
+      h("td", { class: "xla-num" }, k.flops_per_s ? fmtCount(k.flops_per_s, "FLOP/s") : k.bytes_per_s != null ? `${fmtBytes(k.bytes_per_s)}/s` : "-"),
+      h("td", { class: "xla-num" }, fmtShare(k.roof_share)), h("td", { class: `xla-bound-${k.bound ?? "none"}` }, k.bound ?? "-"), h("td", null, k.lines));
+    if (opts.onKernel) tr.addEventListener("click", () => opts.onKernel!(k.name));
+    return tr;
+  });
+  const wrap = h("div", { class: "xla-scroll" }, h("table", { class: "xla-table xla-profile-kernels" }, h("thead", null, head), h("tbody", null, rows)));
+  if (p.kernels_more) wrap.append(h("p", { class: "xla-muted" }, `... ${p.kernels_more} more kernels, each under the last one listed.`));
+  return wrap;
+}
+
+function linesBlock(title: string, lines: readonly ProfileLine[], opts: ProfileOptions): HTMLElement {
+  const top = lines.length ? lines[0].share : 1;
+  const rows = lines.slice(0, 60).map((ln) => {
+    const shade = top > 0 ? ln.share / top : 0;
+    const label = h("code", { class: "xla-line-ref" }, ln.label);
+    const tr = h("tr", { class: "xla-profile-line", style: `background:rgba(214,69,65,${(0.35 * shade).toFixed(3)})` },
+      h("td", null, label), h("td", { class: "xla-num" }, fmtNs(ln.total_ns)), h("td", null, bar(ln.share), " ", fmtShare(ln.share)),
+      h("td", null, h("code", null, (ln.code ?? "").trim())), h("td", null, ln.kernels.slice(0, 4).join(", ") + (ln.kernels.length > 4 ? ` +${ln.kernels.length - 4}` : "")));
+    if (opts.onSource && ln.line != null && (ln.cell != null || ln.file)) {
+      label.classList.add("xla-link");
+      label.addEventListener("click", () => opts.onSource!({ cell: ln.cell, line: ln.line!, code: ln.code, file: ln.file ?? undefined }));
+    }
+    return tr;
+  });
+  return h("div", null, h("h4", null, title), h("div", { class: "xla-scroll" }, h("table", { class: "xla-table xla-profile-lines" },
+    h("tr", null, h("th", null, "line"), h("th", null, "time"), h("th", null, "share"), h("th", null, "code"), h("th", null, "kernels")), rows)));
+}
+
+function stepsTable(p: Profile): HTMLElement {
+  const shown = p.steps.slice(0, 50);
+  const t = h("table", { class: "xla-table xla-profile-steps" },
+    h("tr", null, ["step", "cache", "device busy", "span", "kernels (sum)", "idle before", "host: sync", "compile", "transfers", "ExecuteTime"].map((c) => h("th", null, c))),
+    shown.map((st) => h("tr", null, h("td", null, String(st.step)), h("td", { class: `xla-cache-${st.cache}` }, st.cache),
+      h("td", { class: "xla-num" }, fmtNs(st.busy_ns)), h("td", { class: "xla-num" }, fmtNs(st.span_ns)), h("td", { class: "xla-num" }, fmtNs(st.kernel_ns)),
+      h("td", { class: "xla-num" }, fmtNs(st.idle_before_ns)), h("td", { class: "xla-num" }, fmtNs(st.host.sync_ns ?? 0)),
+      h("td", { class: "xla-num" }, fmtNs(st.host.compile_ns ?? 0)), h("td", { class: "xla-num" }, fmtNs((st.host.to_device_ns ?? 0) + (st.host.from_device_ns ?? 0))),
+      h("td", { class: "xla-num" }, st.execute_s == null ? "-" : fmtNs(st.execute_s * 1e9)))));
+  const out = h("div", { class: "xla-scroll" }, t);
+  out.append(h("p", { class: "xla-muted" }, "Device busy: the union of the step's kernel times (XLA's CPU client runs independent kernels in parallel, so their sum can be larger). ExecuteTime (torch_xla's metric) also counts the dispatch." +
+    (p.steps.length > shown.length ? ` ${p.steps.length - shown.length} more steps not listed.` : "")));
+  return out;
+}
+
+/** The profiler's lanes (threads) over time: one row per lane, one rectangle per event. */
+export function renderLanes(rows: readonly TimelineRow[]): HTMLElement {
+  if (!rows.length) return h("p", { class: "xla-muted xla-empty" }, "No events recorded.");
+  const shown = rows.slice(0, MAX_TIMELINE_EVENTS);
+  const lanes: string[] = [];
+  for (const r of shown) if (!lanes.includes(r[0])) lanes.push(r[0]);
+  const t1 = Math.max(...shown.map((r) => r[2] + r[3]), 1);
+  const left = 180, width = 900, laneH = 16, top = 4;
+  const x = (ns: number) => left + (width * ns) / t1;
+  const svg = s("svg", { class: "xla-lanes-svg", width: left + width + 10, height: top + lanes.length * laneH + 20, role: "img", "aria-label": "profiler timeline" });
+  lanes.forEach((lane, i) => svg.append(s("text", { x: 4, y: top + i * laneH + 12, class: "xla-axis" }, lane.length > 28 ? lane.slice(0, 27) + "\u2026" : lane)));
+  for (const [lane, name, start, dur, step] of shown) {
+    const i = lanes.indexOf(lane);
+    const rect = s("rect", { x: x(start), y: top + i * laneH + 2, width: Math.max(0.5, x(start + dur) - x(start)), height: laneH - 4,
+      fill: step >= 0 ? kernelColor(name) : "#8a8f98" }, s("title", null, `${name}${step >= 0 ? ` (step ${step})` : ""}: ${fmtNs(dur)}`));
+    svg.append(rect);
+  }
+  svg.append(s("text", { x: left, y: top + lanes.length * laneH + 14, class: "xla-axis" }, "0"),
+    s("text", { x: left + width, y: top + lanes.length * laneH + 14, class: "xla-axis", "text-anchor": "end" }, fmtNs(t1)));
+  const wrap = h("div", { class: "xla-scroll" }, svg);
+  if (rows.length > shown.length) wrap.append(h("p", { class: "xla-muted" }, `first ${shown.length} of ${rows.length} events shown; %xla profile export DIR writes them all for Perfetto.`));
+  return wrap;
+}
+
+function compareBlock(p: Profile): HTMLElement {
+  const c = p.compare!;
+  const ratio = c.before_step_ns ? c.after_step_ns / c.before_step_ns : null;
+  const verdict = ratio == null ? "" : ratio < 0.97 ? "faster" : ratio > 1.03 ? "slower" : "about the same";
+  const rows = c.rows.slice(0, 15).map((r) => {
+    const change = r.before_mean_ns && r.after_mean_ns ? r.after_mean_ns / r.before_mean_ns : null;
+    return h("tr", null, h("td", null, h("code", null, r.name)), h("td", { class: "xla-num" }, fmtNs(r.before_mean_ns)), h("td", { class: "xla-num" }, fmtNs(r.after_mean_ns)),
+      h("td", { class: change == null ? "" : change < 0.97 ? "xla-faster" : change > 1.03 ? "xla-slower" : "" }, change == null ? (r.before_mean_ns == null ? "new" : "gone") : `${change.toFixed(2)}x`));
+  });
+  return h("div", { class: "xla-profile-compare" },
+    h("h4", null, `Compared with run [${c.with ?? "?"}]: device busy per step ${fmtNs(c.before_step_ns)} \u2192 ${fmtNs(c.after_step_ns)}` + (verdict ? ` (${verdict})` : "")),
+    h("div", { class: "xla-scroll" }, h("table", { class: "xla-table" }, h("tr", null, h("th", null, "kernel"), h("th", null, "mean before"), h("th", null, "mean after"), h("th", null, "change")), rows)));
+}

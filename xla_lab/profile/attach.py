@@ -1,0 +1,47 @@
+"""Give a recorded capture its measured time: read the session's XSpace, join it to the capture's
+steps and kernels, add the machine's peaks. Problems become notes, never errors: a profile that cannot
+be read must not take the cell's capture with it."""
+
+from __future__ import annotations
+
+import re
+
+from .join import StepInfo, join_profile
+from .xplane import ProfileFormatError, read_space
+
+_MODULE = re.compile(r"^HloModule ([^\s,]+)", re.M)
+
+
+def step_infos(capture) -> list[StepInfo]:
+    out = []
+    for step in capture.steps:
+        found = _MODULE.search(step.hlo_after or "")
+        kernels = frozenset(k["name"] for k in (step.fusions or []))
+        out.append(StepInfo(step.index, found.group(1) if found else None, step.graph_hash, kernels))
+    return out
+
+
+def attach_profile(capture, data: bytes, device: str = "CPU") -> None:
+    """Set ``capture.profile`` from the XSpace bytes of a session that ran around the cell."""
+    from .peaks import peaks
+
+    try:
+        planes = read_space(data)
+    except ProfileFormatError as exc:
+        capture.notes.append(f"the profile could not be read: {exc}")
+        return
+    record = join_profile(planes, step_infos(capture))
+    try:
+        record["peaks"] = peaks(device)
+    except Exception as exc:  # a failed microbenchmark costs the roofline, not the profile
+        record["peaks"] = None
+        capture.notes.append(f"the roofline's peaks could not be measured: {type(exc).__name__}: {exc}")
+    profiled = len(record["steps"])
+    if profiled < len(capture.steps):
+        capture.notes.append(f"the profile has device events for {profiled} of the cell's {len(capture.steps)} "
+                             "steps (the others ran no kernel, or their events were not recorded)")
+    if record["unmatched_executions"]:
+        capture.notes.append(f"the profile holds {record['unmatched_executions']} executions of graphs that are "
+                             "not the cell's steps (e.g. a precompile job or another thread): left out of the "
+                             "cell's times")
+    capture.profile = record

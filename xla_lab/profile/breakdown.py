@@ -1,0 +1,219 @@
+"""Measured time, broken down: per kernel (with its estimated flops and bytes and a roofline
+reading), per aten op, per source line (cell lines and the model's own lines in files), per step.
+Pure functions of a profiled capture; every view renders these.
+
+A kernel's time is split evenly over its lines (and over its aten ops): XLA runs a fused kernel as
+one piece of code, so no finer split is measured. The shares of a kernel's lines add up to the
+kernel's time, and all lines to all kernels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+OVERHEAD_NS = 5_000  # a kernel whose mean time is below this is mostly launch cost: "overhead-bound"
+NO_LINE = "(no source line)"
+
+
+@dataclass
+class KernelTime:
+    graph_hash: str
+    name: str
+    kind: str
+    count: int
+    total_ns: float
+    longest_ns: float
+    share: float  # of the cell's measured kernel time
+    flops: int
+    bytes: int
+    lines: list[dict] = field(default_factory=list)  # cell lines (Kernel.lines)
+    model_lines: list[dict] = field(default_factory=list)  # the model's own lines (Kernel.model_lines)
+    aten_ops: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    known: bool = True  # the kernel is in the graph's analysis (flops, bytes and lines are known)
+    # roofline (None without peaks or analysis): achieved rates per run, the roof at the kernel's
+    # arithmetic intensity, and what bounds it ("compute", "memory", "overhead")
+    flops_per_s: float | None = None
+    bytes_per_s: float | None = None
+    roof_share: float | None = None  # achieved / attainable at this intensity
+    bound: str | None = None
+
+    @property
+    def mean_ns(self) -> float:
+        return self.total_ns / self.count if self.count else 0.0
+
+
+@dataclass
+class LineTime:
+    key: tuple  # (cell, line) for a cell line, (file, line) for a line in a file; () for no line
+    label: str  # "[5]:3" / "modeling_bert.py:413" / NO_LINE
+    code: str | None
+    total_ns: float
+    share: float
+    kernels: list[tuple[str, float]]  # (kernel name, the ns it gave this line), largest first
+    file: str | None = None
+    cell: int | None = None
+    line: int | None = None
+
+
+def kernel_times(capture) -> list[KernelTime]:
+    """Every kernel that ran in the profiled cell, longest total first."""
+    profile = capture.profile or {}
+    artifacts = capture.artifacts()
+    peaks = profile.get("peaks") or None
+    rows: list[KernelTime] = []
+    for graph_hash, graph in (profile.get("graphs") or {}).items():
+        art = artifacts.get(graph_hash)
+        analysed = {k["name"]: k for k in (art.fusions or [])} if art is not None else {}
+        for name, (count, total, longest) in graph.get("kernels", {}).items():
+            k = analysed.get(name)
+            row = KernelTime(graph_hash, name, k["kind"] if k else "?", int(count), float(total), float(longest), 0.0,
+                             int(k["flops"]) if k else 0, int(k["bytes"]) if k else 0,
+                             list(k["lines"]) if k else [], list(k.get("model_lines") or []) if k else [],
+                             list(k["aten_ops"]) if k else [], list(k["sources"]) if k else [], known=k is not None)
+            _roofline(row, peaks)
+            rows.append(row)
+    whole = sum(r.total_ns for r in rows)
+    for r in rows:
+        r.share = r.total_ns / whole if whole else 0.0
+    rows.sort(key=lambda r: (-r.total_ns, r.name))
+    return rows
+
+
+def _roofline(row: KernelTime, peaks: dict | None) -> None:
+    if row.mean_ns <= 0 or not row.known:
+        return
+    seconds = row.mean_ns / 1e9
+    row.flops_per_s = row.flops / seconds
+    row.bytes_per_s = row.bytes / seconds
+    if row.mean_ns < OVERHEAD_NS:
+        row.bound = "overhead"
+    if not peaks:
+        return
+    peak_flops, peak_bytes = peaks["flops_per_s"], peaks["bytes_per_s"]
+    intensity = row.flops / row.bytes if row.bytes else float("inf")
+    attainable = min(peak_flops, intensity * peak_bytes)
+    if row.bound is None:
+        row.bound = "compute" if intensity * peak_bytes >= peak_flops else "memory"
+    if row.flops and attainable:
+        row.roof_share = row.flops_per_s / attainable
+    elif row.bytes:  # a kernel that only moves data: measured against the memory roof
+        row.roof_share = row.bytes_per_s / peak_bytes
+
+
+def _line_key(ln: dict) -> tuple:
+    return ("cell", ln.get("cell"), ln["line"]) if ln.get("cell") is not None or not ln.get("file") \
+        else ("file", ln["file"], ln["line"])
+
+
+def line_times(capture, model: bool = False, kernels: list[KernelTime] | None = None) -> list[LineTime]:
+    """Measured time per source line, longest first. ``model=False``: the cell lines each kernel
+    came from; ``model=True``: the model's own lines (innermost outside torch: a cell line for a
+    model written in the notebook, a line of the user's module or of a library otherwise)."""
+    from xla_lab.view.details import fmt_line
+
+    kernels = kernel_times(capture) if kernels is None else kernels
+    table: dict[tuple, LineTime] = {}
+    for k in kernels:
+        lines = (k.model_lines or k.lines) if model else k.lines
+        unique = list({_line_key(ln): ln for ln in lines}.values())
+        if not unique:
+            unique = [None]
+        part = k.total_ns / len(unique)
+        for ln in unique:
+            if ln is None:
+                key, label, code, extra = (), NO_LINE, None, {}
+            else:
+                key, label, code = _line_key(ln), fmt_line(ln), ln.get("code")
+                extra = {"file": ln.get("file"), "cell": ln.get("cell"), "line": ln["line"]}
+            row = table.setdefault(key, LineTime(key, label, code, 0.0, 0.0, [], **extra))
+            row.total_ns += part
+            row.kernels.append((k.name, part))
+    whole = sum(r.total_ns for r in table.values())
+    for r in table.values():
+        r.share = r.total_ns / whole if whole else 0.0
+        merged: dict[str, float] = {}
+        for name, ns in r.kernels:
+            merged[name] = merged.get(name, 0.0) + ns
+        r.kernels = sorted(merged.items(), key=lambda kv: -kv[1])
+    return sorted(table.values(), key=lambda r: (-r.total_ns, r.label))
+
+
+def op_times(capture, kernels: list[KernelTime] | None = None) -> list[tuple[str, float, float]]:
+    """(aten op, ns, share) longest first; a kernel's time split evenly over its distinct ops."""
+    kernels = kernel_times(capture) if kernels is None else kernels
+    table: dict[str, float] = {}
+    for k in kernels:
+        ops = list(dict.fromkeys(k.aten_ops)) or ["(no aten op)"]
+        for op in ops:
+            table[op] = table.get(op, 0.0) + k.total_ns / len(ops)
+    whole = sum(table.values())
+    return sorted(((op, ns, ns / whole if whole else 0.0) for op, ns in table.items()), key=lambda t: -t[1])
+
+
+def step_rows(capture) -> list[dict]:
+    """The profile's steps, each with the step's cache state and graph name added."""
+    by_index = {s.index: s for s in capture.steps}
+    out = []
+    for row in (capture.profile or {}).get("steps", []):
+        step = by_index.get(row["step"])
+        out.append({**row, "cache": step.cache if step else "?", "graph_name": step.graph_name if step else None,
+                    "execute_s": (step.timings.get("execute_s") if step else None)})
+    return out
+
+
+def compare(before, after, top: int = 30) -> dict:
+    """Kernels of two profiled runs side by side (by graph and name; a recompiled graph's kernels
+    pair by name): mean time before and after, largest changes of total time first."""
+    old = {k.name: k for k in kernel_times(before)}
+    new = {k.name: k for k in kernel_times(after)}
+    rows = []
+    for name in dict.fromkeys(list(new) + list(old)):
+        a, b = old.get(name), new.get(name)
+        rows.append({"name": name, "before_mean_ns": a.mean_ns if a else None, "after_mean_ns": b.mean_ns if b else None,
+                     "before_total_ns": a.total_ns if a else 0.0, "after_total_ns": b.total_ns if b else 0.0})
+    rows.sort(key=lambda r: -abs(r["after_total_ns"] - r["before_total_ns"]))
+
+    def busy(c) -> float:
+        return sum(s["busy_ns"] for s in c.profile.get("steps", []))
+
+    def per_step(c) -> float:
+        n = len(c.profile.get("steps", []))
+        return busy(c) / n if n else 0.0
+
+    return {"with": before.execution_count, "before_step_ns": per_step(before), "after_step_ns": per_step(after),
+            "rows": rows[:top]}
+
+
+def fmt_ns(ns: float) -> str:
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns:.0f} ns"
+
+
+def summary_lines(capture, top: int = 3) -> list[str]:
+    """A few lines for the terminal summary and the HTML report: measured totals, the top kernels
+    and the top lines."""
+    profile = capture.profile
+    if not profile:
+        return []
+    kernels = kernel_times(capture)
+    steps = profile.get("steps", [])
+    busy = sum(s["busy_ns"] for s in steps)
+    idle = sum(s["idle_before_ns"] for s in steps[1:])
+    out = [f"measured: {len(steps)} executions, device busy {fmt_ns(busy)}, "
+           f"device idle between steps {fmt_ns(idle)} (waiting for Python, input, compiles)"]
+    for k in kernels[:top]:
+        from xla_lab.view.details import kernel_lines_text
+
+        where = kernel_lines_text({"lines": k.lines, "model_lines": k.model_lines, "sources": k.sources})
+        bound = f", {k.bound}-bound" if k.bound else ""
+        out.append(f"  {k.share:5.1%} {k.name} ({k.count}x {fmt_ns(k.mean_ns)}{bound}) {where}".rstrip())
+    for ln in line_times(capture, kernels=kernels)[:top]:
+        code = f"  {ln.code.strip()[:60]}" if ln.code else ""
+        out.append(f"  line {ln.label}: {ln.share:.1%} of kernel time{code}")
+    return out

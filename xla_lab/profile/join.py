@@ -1,0 +1,185 @@
+"""Join a profiler session's events to a cell's steps: which execution ran which step, how long each
+kernel of it took, and what the host did around it. Pure: planes and step descriptions in, a
+JSON-ready record out (stored as ``CellCapture.profile``).
+
+What the CPU client records (torch_xla 2.9): torch_xla's dispatch of each execution
+(``PjRtComputationClient::ExecuteComputation`` / ``ExecuteReplicated``) on its own thread, then one
+event per executed thunk on XLA's threads, named after the optimized HLO instruction, with
+``hlo_module`` naming the module. A thunk that runs in parallel ends later on another thread, with an
+``end: <op>`` event linked by a flow id (the start's ``_p`` is the end's ``_c``): a kernel's time is
+from its start to the later of the two ends. Executions run one after another on a device (the next
+one waits for the buffers of the last), so a kernel belongs to the latest dispatch before it started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .xplane import Event, Plane
+
+DISPATCH = ("PjRtComputationClient::ExecuteComputation", "PjRtComputationClient::ExecuteReplicated")
+# host activities of torch_xla shown per step (python thread): name -> key in the step's "host"
+HOST = {"SyncTensorsGraphInternal": "sync_ns", "XLAGraphExecutor::Compile": "compile_ns",
+        "PjRtComputationClient::TransferToDevice": "to_device_ns",
+        "PjRtComputationClient::TransferFromDevice": "from_device_ns"}
+TIMELINE_LIMIT = 20_000  # events kept for the timeline and the Chrome trace (the rest are counted)
+
+
+@dataclass
+class StepInfo:
+    index: int
+    module: str | None  # the optimized module's name (``HloModule cell_3.175``), None when unknown
+    graph_hash: str
+    kernels: frozenset[str]  # kernel names of the graph (``Kernel.name``), empty when unknown
+
+
+@dataclass
+class _Kernel:
+    name: str
+    module: str
+    lane: str
+    start: float
+    end: float
+
+
+def _lanes(planes: list[Plane]):
+    for plane in planes:
+        for line in plane.lines:
+            yield f"{plane.name} {line.name}".strip(), line.events
+
+
+def kernel_events(planes: list[Plane]) -> list[_Kernel]:
+    """Each executed thunk, its start and end paired across threads, in start order."""
+    ends: dict[object, float] = {}
+    starts: list[tuple[str, Event]] = []
+    for lane, events in _lanes(planes):
+        for ev in events:
+            if ev.name.startswith("end: "):
+                flow = ev.stats.get("_c")
+                if flow is not None:
+                    ends[flow] = max(ends.get(flow, 0.0), ev.end_ns)
+            elif "hlo_module" in ev.stats:
+                starts.append((lane, ev))
+    out = []
+    for lane, ev in starts:
+        end = max(ev.end_ns, ends.get(ev.stats.get("_p"), 0.0)) if ev.stats.get("_p") is not None else ev.end_ns
+        out.append(_Kernel(str(ev.stats.get("hlo_op") or ev.name), str(ev.stats["hlo_module"]), lane, ev.start_ns, end))
+    out.sort(key=lambda k: k.start)
+    return out
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, cur_start, cur_end = 0.0, None, None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
+def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
+    """The profile record of a cell: per step (device span, busy time, kernel time, idle time
+    before it, host activity), per graph (each kernel's count, total and longest time), and a
+    bounded timeline. Times are nanoseconds from the first event of the session."""
+    kernels = kernel_events(planes)
+    dispatches = sorted(ev.start_ns for _, events in _lanes(planes) for ev in events if ev.name in DISPATCH)
+    host_events = sorted(((ev.start_ns, ev.end_ns, HOST[ev.name]) for _, events in _lanes(planes)
+                          for ev in events if ev.name in HOST), key=lambda t: t[0])
+    everything = [ev.start_ns for _, events in _lanes(planes) for ev in events]
+    t0 = min(everything) if everything else 0.0
+
+    # kernels grouped by execution: by dispatch when torch_xla's dispatch events are there, else
+    # by module changes
+    groups: list[list[_Kernel]] = []
+    if dispatches:
+        import bisect
+
+        by_dispatch: dict[int, list[_Kernel]] = {}
+        for k in kernels:
+            i = bisect.bisect_right(dispatches, k.start) - 1
+            by_dispatch.setdefault(i, []).append(k)
+        groups = [by_dispatch[i] for i in sorted(by_dispatch)]
+    else:
+        for k in kernels:
+            if not groups or groups[-1][-1].module != k.module:
+                groups.append([])
+            groups[-1].append(k)
+
+    # groups -> steps, in order, by module name (a group of another module is work not of this cell)
+    matched: list[tuple[StepInfo, list[_Kernel]]] = []
+    unmatched_ns, unmatched = 0.0, 0
+    g = 0
+    for step in steps:
+        while g < len(groups) and step.module is not None and groups[g][0].module != step.module:
+            unmatched += 1
+            unmatched_ns += sum(k.end - k.start for k in groups[g])
+            g += 1
+        if g >= len(groups):
+            break
+        matched.append((step, groups[g]))
+        g += 1
+    for rest in groups[g:]:
+        unmatched += 1
+        unmatched_ns += sum(k.end - k.start for k in rest)
+
+    graphs: dict[str, dict] = {}
+    step_rows = []
+    previous_end = t0
+    for step, group in matched:
+        graph = graphs.setdefault(step.graph_hash, {"module": group[0].module, "executions": 0, "kernels": {},
+                                                    "other": {}})
+        graph["executions"] += 1
+        kernel_ns = 0.0
+        intervals = []
+        for k in group:
+            duration = k.end - k.start
+            table = graph["kernels"] if (not step.kernels or k.name in step.kernels) else graph["other"]
+            row = table.setdefault(k.name, [0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += duration
+            row[2] = max(row[2], duration)
+            if table is graph["kernels"]:
+                kernel_ns += duration
+                intervals.append((k.start, k.end))
+        first = min(k.start for k in group)
+        last = max(k.end for k in group)
+        step_rows.append({"step": step.index, "graph_hash": step.graph_hash, "start_ns": first - t0,
+                          "span_ns": last - first, "busy_ns": _union(intervals), "kernel_ns": kernel_ns,
+                          "idle_before_ns": max(0.0, first - previous_end), "host": {}})
+        previous_end = max(previous_end, last)
+
+    # host activity belongs to the step whose device work follows it
+    starts = [t0 + row["start_ns"] for row in step_rows]
+    import bisect
+
+    for start, end, key in host_events:
+        i = min(bisect.bisect_left(starts, start), len(step_rows) - 1) if step_rows else -1
+        if i >= 0:
+            host = step_rows[i]["host"]
+            host[key] = host.get(key, 0.0) + (end - start)
+
+    timeline, dropped = _timeline(planes, kernels, t0, matched)
+    return {"steps": step_rows, "graphs": graphs, "unmatched_executions": unmatched,
+            "unmatched_ns": unmatched_ns, "timeline": timeline, "timeline_dropped": dropped,
+            "span_ns": (max((k.end for k in kernels), default=t0) - t0)}
+
+
+_HOST_TIMELINE = set(HOST) | set(DISPATCH) | {"StepMarker"}
+
+
+def _timeline(planes, kernels: list[_Kernel], t0: float, matched) -> tuple[list[list], int]:
+    """[lane, name, start_ns, duration_ns, step index or -1]: the cell's kernels and torch_xla's
+    main host activities, the first TIMELINE_LIMIT of them in time order."""
+    step_of = {id(k): step.index for step, group in matched for k in group}
+    rows = [[k.lane, k.name, k.start - t0, k.end - k.start, step_of.get(id(k), -1)] for k in kernels]
+    for lane, events in _lanes(planes):
+        rows.extend([lane, ev.name, ev.start_ns - t0, ev.duration_ns, -1]
+                    for ev in events if ev.name in _HOST_TIMELINE)
+    rows.sort(key=lambda r: r[2])
+    dropped = max(0, len(rows) - TIMELINE_LIMIT)
+    return rows[:TIMELINE_LIMIT], dropped

@@ -1,0 +1,83 @@
+"""This machine's peaks for the roofline: FLOP/s of a large float32 matmul and bytes/s of a large
+copy, measured once by a short microbenchmark (about half a second) and cached per host in
+``~/.cache/xla_lab/peaks.json``. ``XLA_LAB_PEAKS="FLOPS,BYTES"`` (e.g. ``"197e12,819e9"`` for a TPU
+v5e) sets them instead: on TPU and GPU, give the device's own figures.
+
+The CPU client runs XLA's kernels on the same cores and memory torch's CPU kernels use, so torch's
+best matmul and copy stand for what the hardware gives; XLA's kernels may reach less of it (that is
+what the roofline shows). The bytes are DRAM-sized copies: kernels whose data fits in caches can run
+above the memory roof.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xla_lab" / "peaks.json"
+
+
+def _key(device: str) -> str:
+    return f"{platform.node()}|{os.cpu_count()}|{device}"
+
+
+def measure() -> dict:
+    """Best of a few runs: a 1024^3 float32 matmul and a 64 MiB copy, with torch on the CPU."""
+    import torch
+
+    n = 1024
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)  # warm-up (thread pool, allocator)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t)
+    flops = 2 * n**3 / best
+    src = torch.empty(16 * 2**20)  # 64 MiB
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - t)
+    moved = 2 * src.numel() * src.element_size()  # read + write
+    return {"flops_per_s": flops, "bytes_per_s": moved / best,
+            "source": f"measured on this machine ({os.cpu_count()} CPUs): float32 matmul 1024^3, 64 MiB copy"}
+
+
+def peaks(device: str = "CPU") -> dict | None:
+    """``{"flops_per_s", "bytes_per_s", "source"}``; None where unknown (a TPU or GPU without
+    ``XLA_LAB_PEAKS``)."""
+    given = os.environ.get("XLA_LAB_PEAKS")
+    if given:
+        try:
+            flops, moved = (float(v) for v in given.split(","))
+            if flops > 0 and moved > 0:
+                return {"flops_per_s": flops, "bytes_per_s": moved, "source": "XLA_LAB_PEAKS"}
+        except ValueError:
+            pass
+        return None
+    if device.upper() != "CPU":
+        return None
+    key = _key(device)
+    try:
+        cached = json.loads(CACHE.read_text())
+        found = cached.get(key)
+        if isinstance(found, dict) and found.get("flops_per_s", 0) > 0 and found.get("bytes_per_s", 0) > 0:
+            return found
+    except (OSError, ValueError, AttributeError):
+        cached = {}
+    found = measure()
+    try:
+        CACHE.parent.mkdir(parents=True, exist_ok=True)
+        cached = cached if isinstance(cached, dict) else {}
+        cached[key] = found
+        CACHE.write_text(json.dumps(cached, indent=1))
+    except OSError:
+        pass  # a read-only home: measured again next session
+    return found

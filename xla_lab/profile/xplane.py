@@ -1,0 +1,149 @@
+"""A reader of XLA's profile format (XSpace, ``tsl/profiler/protobuf/xplane.proto``): the events a
+profiler session recorded, as plain data.
+
+Like ``hlo/proto_frames.py``, it declares the few fields it needs as a schema built at first use and
+lets protobuf's C parser read them; nothing else of the proto, and no generated code, is needed.
+(``xprof``'s ``ProfileData`` reads the same bytes, but is a 32 MB native package outside the lock
+for what is a 60-line schema here.) Strings are declared as bytes, so a name that is not UTF-8 reads
+with replacement characters instead of failing the whole profile.
+
+Field numbers: XSpace.planes=1, .errors=2, .warnings=3, .hostnames=4; XPlane.id=1, .name=2, .lines=3,
+.event_metadata=4 (map int64 -> XEventMetadata), .stat_metadata=5 (map int64 -> XStatMetadata),
+.stats=6; XLine.id=1, .name=2, .timestamp_ns=3, .events=4, .display_name=11; XEvent.metadata_id=1,
+.offset_ps=2, .duration_ps=3, .stats=4; XStat.metadata_id=1, .double_value=2, .uint64_value=3,
+.int64_value=4, .str_value=5, .bytes_value=6, .ref_value=7 (a stat metadata id whose name is the
+value); XEventMetadata.id=1, .name=2, .display_name=4, .stats=5; XStatMetadata.id=1, .name=2.
+A map is a repeated entry message with key=1, value=2.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+
+class ProfileFormatError(ValueError):
+    """The bytes are not an XSpace this reader understands."""
+
+
+@dataclass
+class Event:
+    name: str  # the event's metadata name: an HLO instruction for XLA's kernels, a host activity otherwise
+    start_ns: float  # absolute (the line's timestamp plus the event's offset)
+    duration_ns: float
+    stats: dict[str, object] = field(default_factory=dict)  # the event's own stats, then its metadata's
+
+    @property
+    def end_ns(self) -> float:
+        return self.start_ns + self.duration_ns
+
+
+@dataclass
+class Line:
+    name: str  # a thread, e.g. "python" or "tf_XLAEigen/123"
+    events: list[Event]
+
+
+@dataclass
+class Plane:
+    name: str  # e.g. "/host:CPU", "/device:TPU:0"
+    lines: list[Line]
+
+
+_PACKAGE = "xla_lab_xplane"
+_ONE, _MANY = "optional", "repeated"
+_INT, _UINT, _DOUBLE, _BYTES, _MSG = "int64", "uint64", "double", "bytes", "message"
+
+_SCHEMA = {
+    "Space": [("planes", 1, _MSG, _MANY, "Plane"), ("errors", 2, _BYTES, _MANY, None)],
+    "Plane": [("id", 1, _INT, _ONE, None), ("name", 2, _BYTES, _ONE, None), ("lines", 3, _MSG, _MANY, "Line"),
+              ("event_metadata", 4, _MSG, _MANY, "EventMetadataEntry"),
+              ("stat_metadata", 5, _MSG, _MANY, "StatMetadataEntry")],
+    "Line": [("id", 1, _INT, _ONE, None), ("name", 2, _BYTES, _ONE, None), ("timestamp_ns", 3, _INT, _ONE, None),
+             ("events", 4, _MSG, _MANY, "Event"), ("display_name", 11, _BYTES, _ONE, None)],
+    "Event": [("metadata_id", 1, _INT, _ONE, None), ("offset_ps", 2, _INT, _ONE, None),
+              ("duration_ps", 3, _INT, _ONE, None), ("stats", 4, _MSG, _MANY, "Stat")],
+    "Stat": [("metadata_id", 1, _INT, _ONE, None), ("double_value", 2, _DOUBLE, _ONE, None),
+             ("uint64_value", 3, _UINT, _ONE, None), ("int64_value", 4, _INT, _ONE, None),
+             ("str_value", 5, _BYTES, _ONE, None), ("bytes_value", 6, _BYTES, _ONE, None),
+             ("ref_value", 7, _UINT, _ONE, None)],
+    "EventMetadataEntry": [("key", 1, _INT, _ONE, None), ("value", 2, _MSG, _ONE, "EventMetadata")],
+    "EventMetadata": [("id", 1, _INT, _ONE, None), ("name", 2, _BYTES, _ONE, None),
+                      ("display_name", 4, _BYTES, _ONE, None), ("stats", 5, _MSG, _MANY, "Stat")],
+    "StatMetadataEntry": [("key", 1, _INT, _ONE, None), ("value", 2, _MSG, _ONE, "StatMetadata")],
+    "StatMetadata": [("id", 1, _INT, _ONE, None), ("name", 2, _BYTES, _ONE, None)],
+}
+# the value fields of XStat, in the order they are tried (proto3: an unset scalar reads as 0)
+_VALUES = ("str_value", "bytes_value", "double_value", "int64_value", "uint64_value", "ref_value")
+
+
+@functools.cache
+def _space_class() -> type:
+    """Built on first use: protobuf is not imported until a profile is read."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    kind = descriptor_pb2.FieldDescriptorProto
+    types = {_INT: kind.TYPE_INT64, _UINT: kind.TYPE_UINT64, _DOUBLE: kind.TYPE_DOUBLE,
+             _BYTES: kind.TYPE_BYTES, _MSG: kind.TYPE_MESSAGE}
+    labels = {_ONE: kind.LABEL_OPTIONAL, _MANY: kind.LABEL_REPEATED}
+    file = descriptor_pb2.FileDescriptorProto(name=f"{_PACKAGE}.proto", package=_PACKAGE, syntax="proto2")
+    for name, fields in _SCHEMA.items():
+        msg = file.message_type.add(name=name)
+        for field_name, number, type_, label, type_name in fields:
+            f = msg.field.add(name=field_name, number=number, type=types[type_], label=labels[label])
+            if type_name:
+                f.type_name = f".{_PACKAGE}.{type_name}"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.Space"))
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _stat_value(stat, stat_names: dict[int, str]):
+    # proto2 keeps presence: the one value field that was written
+    for name in _VALUES:
+        if stat.HasField(name):
+            value = getattr(stat, name)
+            if name == "ref_value":
+                return stat_names.get(value, "")
+            return _text(value) if isinstance(value, bytes) else value
+    return None
+
+
+def read_space(data: bytes) -> list[Plane]:
+    """The planes of an XSpace, each event with its absolute start and duration in nanoseconds."""
+    from google.protobuf.message import DecodeError
+
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ProfileFormatError(f"a profile is bytes, got {type(data).__name__}")
+    space = _space_class()()
+    try:
+        space.ParseFromString(bytes(data))
+    except (DecodeError, RecursionError) as exc:
+        raise ProfileFormatError(f"not a valid XSpace protobuf ({exc})") from None
+    if not space.planes and not space.errors:
+        raise ProfileFormatError("the profile holds no planes")
+    planes = []
+    for plane in space.planes:
+        stat_names = {e.key: _text(e.value.name) for e in plane.stat_metadata}
+        metadata = {}
+        for entry in plane.event_metadata:
+            md = entry.value
+            stats = {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in md.stats}
+            metadata[entry.key] = (_text(md.name or md.display_name), stats)
+        lines = []
+        for line in plane.lines:
+            events = []
+            for ev in line.events:
+                name, md_stats = metadata.get(ev.metadata_id, (f"#{ev.metadata_id}", {}))
+                stats = {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names)
+                         for s in ev.stats}
+                for key, value in md_stats.items():
+                    stats.setdefault(key, value)
+                events.append(Event(name, line.timestamp_ns + ev.offset_ps / 1000.0, ev.duration_ps / 1000.0, stats))
+            lines.append(Line(_text(line.display_name or line.name), events))
+        planes.append(Plane(_text(plane.name), lines))
+    return planes
