@@ -1,6 +1,7 @@
 """The package's layers, checked from its source (every import, at module level or inside a function):
 data flows one way. ``hlo`` (pure analysis of XLA's text) imports only itself; ``capture`` (one cell
-run -> records) adds ``hlo``; ``precompile`` and ``view`` add ``capture``; neither imports the other,
+run -> records) adds ``hlo``; ``profile`` (measured time) adds ``capture``; ``precompile`` and ``view``
+add ``capture`` (``view`` also ``profile``); neither imports the other,
 and views never import torch; the top-level modules (session, cell_run, hooks, magics) tie them
 together. No module depends on itself through others."""
 
@@ -15,7 +16,8 @@ ALLOWED = {
     "hlo": {"hlo"},
     "capture": {"capture", "hlo"},
     "precompile": {"precompile", "capture", "hlo"},
-    "view": {"view", "capture", "hlo"},
+    "profile": {"profile", "capture", "hlo"},  # measured time: a source of data, like capture
+    "view": {"view", "capture", "hlo", "profile"},
 }
 
 

@@ -127,7 +127,9 @@ def test_a_slow_line_ranks_first(slow_profiled):
     top = breakdown.kernel_times(capture)[0]
     assert any(ln["line"] == 4 for ln in top.lines) and top.bound in ("compute", "memory")
     assert top.flops_per_s and top.roof_share and 0 < top.roof_share < 5
-    text = "\n".join(breakdown.summary_lines(capture))
+    from xla_lab.view.summary import profile_lines
+
+    text = "\n".join(profile_lines(capture))
     assert "line [" in text and "prof_big @ prof_big" in text
 
 

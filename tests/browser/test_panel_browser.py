@@ -49,6 +49,14 @@ for step in range(3):
     opt.step()
     torch_xla.sync()'''
 
+PROFILED = '''%%xla --name prof --profile
+for step in range(3):
+    opt.zero_grad()
+    loss = ((mlp(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    torch_xla.sync()'''
+
 BIG = '''%%xla --name big
 h = torch.randn(16, device=dev)
 for i in range(1250):
@@ -78,7 +86,7 @@ def lab(tmp_path_factory):
     work = tmp_path_factory.mktemp("lab")
     nbdir = work / "notebooks"
     nbdir.mkdir()
-    write_notebook(nbdir / "panel_test.ipynb", ["%load_ext xla_lab", SETUP, TRAIN, BIG])
+    write_notebook(nbdir / "panel_test.ipynb", ["%load_ext xla_lab", SETUP, TRAIN, PROFILED, BIG])
     write_notebook(nbdir / "queue_test.ipynb", QUEUE_CELLS)
     with jupyter_lab(work, nbdir, keep_log=ARTIFACTS / "server.log") as server:
         yield server
@@ -105,6 +113,32 @@ def test_panel_in_jupyterlab(lab, page):
     finally:  # the page as it was left, pass or fail
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "10_last_page.png"), full_page=True)
+
+
+def test_profile_tab_in_jupyterlab(lab, page):
+    """(After test_panel_in_jupyterlab ran the notebook.) A profiled cell's panel has a Profile tab:
+    kernels by measured time with their roofline reading, lines, steps and the profiler's lanes; an
+    unprofiled cell's panel has none."""
+    prof = _panel(page, "prof")
+    prof.locator(".xla-graph[data-rendered='svg']").wait_for(state="attached", timeout=180_000)
+    assert _panel(page, "train").locator(".xla-tab[data-tab='profile']").is_hidden()
+    tab = prof.locator(".xla-tab[data-tab='profile']")
+    assert tab.is_visible()
+    tab.click()
+    pane = prof.locator(".xla-pane-profile")
+    assert pane.locator(".xla-profile-kernels tbody tr").count() >= 3
+    assert "Measured: 3 executions" in pane.inner_text()
+    assert pane.locator(".xla-profile-lines tr.xla-profile-line").count() >= 1
+    assert pane.locator(".xla-lanes-svg rect").count() > 10
+    first = pane.locator(".xla-profile-kernels tbody tr").first
+    assert re.search(r"(compute|memory|overhead)", first.inner_text()), first.inner_text()
+    _shot(prof, "15_profile")
+    # a kernel row leads to its entry in the fusion map
+    name = first.get_attribute("data-kernel")
+    first.click()
+    assert prof.locator(".xla-tab.xla-active").inner_text() == "Fusion map"
+    assert prof.locator(f"tr.xla-kernel-row[data-kernel='{name}'][aria-expanded='true']").count() == 1
+    assert not [e for e in page.errors if "xla" in e.lower()], page.errors
 
 
 def test_live_queue_widget_in_jupyterlab(lab, page):

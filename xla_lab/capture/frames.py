@@ -85,3 +85,11 @@ def model_frame(frames: Iterable[_Frame], stop_at: str | None = None):
 
 def frame_code(frame: _Frame) -> str | None:
     return linecache.getline(frame.file, frame.line).strip() or None
+
+
+def fmt_line(ln: dict) -> str:
+    """``[5]:3`` for a cell line, ``modeling_bert.py:413`` for a line of a file."""
+    cell = ln.get("cell")
+    if cell is not None:
+        return f"[{cell}]:{ln['line']}"
+    return f"{(ln.get('file') or '').rsplit('/', 1)[-1]}:{ln['line']}"

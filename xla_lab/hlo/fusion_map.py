@@ -166,8 +166,13 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
         in_comp.setdefault(kernel.computation, []).append(kernel)
 
     def producer_lines(ins: Instruction) -> list[dict]:
+        if ins.opcode == "parameter":  # device data: its line is where the tensor was made (the
+            return []  # model's `.to(device)`), not work this kernel continues; the last resort below
         producer = by_kernel.get(ins.name)
         return getattr(producer, attr) if producer is not None else lines_of(ins)
+
+    def input_lines(ins: Instruction) -> list[dict]:
+        return producer_lines(ins) or (lines_of(ins) if ins.opcode == "parameter" else [])
 
     def consumer_lines(ins: Instruction) -> list[dict]:
         if ins.name in by_kernel:
@@ -201,6 +206,8 @@ def _infer_missing_lines(module: HloModule, fmap: FusionMap, lines_of, callers, 
             users = users_of[where.name]
             found = _nearest_lines(where, users.get(name, []), {name}, consumer_lines,
                                    lambda ins, users=users: users.get(ins.name, []), depth)
+        if not found:  # only device data upstream and no user with a line: where the inputs were made
+            found = _nearest_lines(comp, first, {k.name}, input_lines, lambda ins: ins.operands, depth)
         if found:
             setattr(k, attr, list(found.values()))
             if attr == "lines":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .join import StepInfo, join_profile
+from .join import WANTED, WANTED_STATS, StepInfo, join_profile
 from .xplane import ProfileFormatError, read_space
 
 _MODULE = re.compile(r"^HloModule ([^\s,]+)", re.M)
@@ -26,11 +26,19 @@ def attach_profile(capture, data: bytes, device: str = "CPU") -> None:
     from .peaks import peaks
 
     try:
-        planes = read_space(data)
+        planes = read_space(data, WANTED, ("end: ",), "hlo_module", WANTED_STATS)
     except ProfileFormatError as exc:
         capture.notes.append(f"the profile could not be read: {exc}")
         return
-    record = join_profile(planes, step_infos(capture))
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()  # (see xplane.read_space)
+    try:
+        record = join_profile(planes, step_infos(capture))
+    finally:
+        if enabled:
+            gc.enable()
     try:
         record["peaks"] = peaks(device)
     except Exception as exc:  # a failed microbenchmark costs the roofline, not the profile

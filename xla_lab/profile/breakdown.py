@@ -110,7 +110,7 @@ def line_times(capture, model: bool = False, kernels: list[KernelTime] | None = 
     """Measured time per source line, longest first. ``model=False``: the cell lines each kernel
     came from; ``model=True``: the model's own lines (innermost outside torch: a cell line for a
     model written in the notebook, a line of the user's module or of a library otherwise)."""
-    from xla_lab.view.details import fmt_line
+    from xla_lab.capture.frames import fmt_line
 
     kernels = kernel_times(capture) if kernels is None else kernels
     table: dict[tuple, LineTime] = {}
@@ -193,27 +193,3 @@ def fmt_ns(ns: float) -> str:
     if ns >= 1e3:
         return f"{ns / 1e3:.1f} µs"
     return f"{ns:.0f} ns"
-
-
-def summary_lines(capture, top: int = 3) -> list[str]:
-    """A few lines for the terminal summary and the HTML report: measured totals, the top kernels
-    and the top lines."""
-    profile = capture.profile
-    if not profile:
-        return []
-    kernels = kernel_times(capture)
-    steps = profile.get("steps", [])
-    busy = sum(s["busy_ns"] for s in steps)
-    idle = sum(s["idle_before_ns"] for s in steps[1:])
-    out = [f"measured: {len(steps)} executions, device busy {fmt_ns(busy)}, "
-           f"device idle between steps {fmt_ns(idle)} (waiting for Python, input, compiles)"]
-    for k in kernels[:top]:
-        from xla_lab.view.details import kernel_lines_text
-
-        where = kernel_lines_text({"lines": k.lines, "model_lines": k.model_lines, "sources": k.sources})
-        bound = f", {k.bound}-bound" if k.bound else ""
-        out.append(f"  {k.share:5.1%} {k.name} ({k.count}x {fmt_ns(k.mean_ns)}{bound}) {where}".rstrip())
-    for ln in line_times(capture, kernels=kernels)[:top]:
-        code = f"  {ln.code.strip()[:60]}" if ln.code else ""
-        out.append(f"  line {ln.label}: {ln.share:.1%} of kernel time{code}")
-    return out

@@ -22,6 +22,10 @@ DISPATCH = ("PjRtComputationClient::ExecuteComputation", "PjRtComputationClient:
 HOST = {"SyncTensorsGraphInternal": "sync_ns", "XLAGraphExecutor::Compile": "compile_ns",
         "PjRtComputationClient::TransferToDevice": "to_device_ns",
         "PjRtComputationClient::TransferFromDevice": "from_device_ns"}
+# what the join reads of a profile (xplane.read_space's filter): the events above, the kernels (they
+# carry hlo_module) and their "end: " events
+WANTED = frozenset(DISPATCH) | frozenset(HOST) | {"StepMarker"}
+WANTED_STATS = frozenset({"hlo_module", "hlo_op", "_p", "_c"})
 TIMELINE_LIMIT = 20_000  # events kept for the timeline and the Chrome trace (the rest are counted)
 
 

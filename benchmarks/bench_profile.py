@@ -1,0 +1,175 @@
+"""What measured time (%%xla --profile) costs, side by side in one run.
+
+(a) A cached 200-step Adam loop: ``%%xla -q --profile`` vs ``%%xla -q``, in one live process, turn by
+    turn (plain, profiled, profiled, plain, ...); the median of adjacent ratios with its spread.
+                                                                            goal ratio <= 1.25
+(b) Unprofiled cells after profiling was used vs in a process where it never was: two live processes
+    (one ran a profiled cell during set-up), the same unprofiled loop taking turns across them; the
+    median ratio with its spread, wall and CPU time.                         goal ratio <= 1.01
+(c) The join of a 12-layer transformer train step's profile to its capture: reading the XSpace,
+    joining it to the steps and kernels, and the per-kernel / per-line breakdown the views show;
+    median of 5 over the real profile of 2 steps.                           goal <= 0.5 s
+
+    python benchmarks/bench_profile.py [--rounds 6] [--steps 200] [--layers 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_capture_overhead import LOOP, SETUP_BERT, SETUP_MLP, _env, _shell, spread  # noqa: E402
+
+BERT_STEPS = """
+for _ in range(2):
+    opt.zero_grad()
+    logits = head(model(tokens).mean(1))
+    loss = torch.nn.functional.cross_entropy(logits, labels)
+    loss.backward()
+    opt.step()
+    torch_xla.sync()
+"""
+
+
+def worker(kind: str, steps: int) -> None:
+    """kind: "alternate" (answers plain and profiled loop times), "never" / "used" (unprofiled loops;
+    "used" ran one profiled cell first)."""
+    ip = _shell(True)
+    assert ip.run_cell(SETUP_MLP).success
+    assert ip.run_cell("%%xla -q\n" + LOOP.format(steps=3)).success
+    if kind in ("alternate", "used"):
+        assert ip.run_cell("%%xla -q --profile\n" + LOOP.format(steps=3)).success
+        import xla_lab
+
+        assert xla_lab.last().profile is not None
+    print("READY", flush=True)
+    for line in sys.stdin:
+        options = "-q --profile" if line.strip() == "profile" else "-q"
+        t0, c0 = time.perf_counter(), time.process_time()
+        assert ip.run_cell(f"%%xla {options}\n" + LOOP.format(steps=steps)).success
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        import xla_lab
+
+        c = xla_lab.last()
+        assert c.compiles == 0 and len(c.steps) == steps and (c.profile is not None) == ("profile" in options)
+        print("TIMES " + json.dumps({"wall": wall, "cpu": cpu}), flush=True)
+
+
+class Live:
+    def __init__(self, kind: str, steps: int):
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", kind, "--steps", str(steps)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=_env())
+        self._expect("READY")
+
+    def _expect(self, word: str) -> str:
+        for line in self.proc.stdout:
+            if line.startswith(word):
+                return line[len(word):].strip()
+        raise RuntimeError(f"worker died:\n{self.proc.stderr.read()[-4000:]}")
+
+    def run(self, what: str = "plain") -> dict:
+        self.proc.stdin.write(what + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self._expect("TIMES"))
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def worker_join(layers: int) -> None:
+    ip = _shell(True)
+    assert ip.run_cell(SETUP_BERT.format(layers=layers)).success
+    assert ip.run_cell("%%xla -q\n" + BERT_STEPS).success  # compile
+    assert ip.run_cell("%%xla -q --profile\n" + BERT_STEPS).success
+    import copy
+
+    import xla_lab
+    from xla_lab import session as session_mod
+    from xla_lab.profile import breakdown
+    from xla_lab.profile.attach import attach_profile
+
+    capture = xla_lab.last()
+    raw = session_mod.get().raw_profile(capture)
+    kernels = sum(len(g["kernels"]) for g in capture.profile["graphs"].values())
+    times = []
+    for _ in range(5):
+        again = copy.copy(capture)
+        again.notes = []
+        t0 = time.perf_counter()
+        attach_profile(again, raw)
+        rows = breakdown.kernel_times(again)
+        breakdown.line_times(again, kernels=rows)
+        breakdown.line_times(again, model=True, kernels=rows)
+        breakdown.op_times(again, rows)
+        times.append(time.perf_counter() - t0)
+    print("RESULT " + json.dumps({"times": times, "bytes": len(raw), "kernels": kernels,
+                                  "events": len(capture.profile["timeline"]), "steps": len(capture.steps)}), flush=True)
+
+
+def ratios(pairs: list[tuple[float, float]]) -> list[float]:
+    return [b / a for a, b in pairs]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--layers", type=int, default=12)
+    args = ap.parse_args()
+    if args.worker == "join":
+        return worker_join(args.layers)
+    if args.worker:
+        return worker(args.worker, args.steps)
+
+    print(f"(a) cached {args.steps}-step Adam loop, %%xla --profile vs %%xla, one process, {args.rounds} rounds")
+    live = Live("alternate", args.steps)
+    pairs, cpu_pairs = [], []
+    for r in range(args.rounds):
+        order = ("plain", "profile") if r % 2 == 0 else ("profile", "plain")
+        got = {what: live.run(what) for what in order}
+        pairs.append((got["plain"]["wall"], got["profile"]["wall"]))
+        cpu_pairs.append((got["plain"]["cpu"], got["profile"]["cpu"]))
+    live.close()
+    wall = ratios(pairs)
+    print(f"    plain {statistics.median(a for a, _ in pairs) * 1e3 / args.steps:.2f} ms/step, profiled "
+          f"{statistics.median(b for _, b in pairs) * 1e3 / args.steps:.2f} ms/step")
+    print(f"    ratio (wall) {statistics.median(wall):.3f}  {spread(wall)}   goal <= 1.25")
+    print(f"    ratio (CPU)  {statistics.median(ratios(cpu_pairs)):.3f}  {spread(ratios(cpu_pairs))}")
+
+    print(f"(b) unprofiled loops after a profiled cell vs in a process that never profiled, {args.rounds} rounds")
+    never, used = Live("never", args.steps), Live("used", args.steps)
+    pairs, cpu_pairs = [], []
+    for r in range(args.rounds):
+        first, second = (never, used) if r % 2 == 0 else (used, never)
+        a, b = first.run(), second.run()
+        got_never, got_used = (a, b) if first is never else (b, a)
+        pairs.append((got_never["wall"], got_used["wall"]))
+        cpu_pairs.append((got_never["cpu"], got_used["cpu"]))
+    never.close()
+    used.close()
+    wall = ratios(pairs)
+    print(f"    ratio (wall) {statistics.median(wall):.3f}  {spread(wall)}   goal <= 1.01")
+    print(f"    ratio (CPU)  {statistics.median(ratios(cpu_pairs)):.3f}  {spread(ratios(cpu_pairs))}")
+
+    print(f"(c) joining a {args.layers}-layer transformer step's profile (2 steps) to its capture")
+    proc = subprocess.run([sys.executable, __file__, "--worker", "join", "--layers", str(args.layers)],
+                          capture_output=True, text=True, env=_env(), timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-4000:])
+    res = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1][len("RESULT "):])
+    print(f"    {res['bytes'] / 1e6:.1f} MB XSpace, {res['events']} timeline events, {res['kernels']} kernels, "
+          f"{res['steps']} steps: join {statistics.median(res['times']):.3f} s (min {min(res['times']):.3f}, "
+          f"max {max(res['times']):.3f})   goal <= 0.5 s")
+
+
+if __name__ == "__main__":
+    main()
