@@ -73,6 +73,7 @@ bench: env
 	$(PY) benchmarks/bench_saved_size.py
 	$(PY) benchmarks/bench_precompile.py
 	$(PY) benchmarks/bench_zoo.py
+	$(PY) benchmarks/bench_profile.py
 	$(PY) benchmarks/bench_soak.py $(SOAK_ARGS)
 
 clean-env:

@@ -45,3 +45,29 @@ describe("parsePanelModel", () => {
     expect(parseProgress(undefined)).toBeNull();
   });
 });
+
+describe("the Profile tab's data", () => {
+  const profile = {
+    peaks: { flops_per_s: 1e11, bytes_per_s: 4e10, source: "measured" },
+    kernels: [{ graph_hash: "h", name: "dot.9", kind: "dot", count: 3, total_ns: 3000, mean_ns: 1000, longest_ns: 1200, share: 0.75,
+      flops: 1e6, bytes: 1e4, flops_per_s: 1e9, bytes_per_s: 1e7, roof_share: 0.01, bound: "compute", lines: "[5]:3" }],
+    kernels_more: 0,
+    lines: [{ label: "[5]:3", cell: 5, line: 3, file: null, code: "y = x @ w", total_ns: 3000, share: 1, kernels: ["dot.9"] }],
+    model_lines: [], ops: [{ op: "aten::mm", total_ns: 3000, share: 1 }],
+    steps: [{ step: 0, cache: "hit", start_ns: 0, span_ns: 1000, busy_ns: 900, kernel_ns: 1000, idle_before_ns: 0, host: { sync_ns: 50 }, execute_s: 0.000001 }],
+    compare: null,
+  };
+
+  it("parses a profile and keeps it on the model", () => {
+    const m = parsePanelModel({ ...(validModel() as object), profile });
+    expect(m.profile?.kernels[0].name).toBe("dot.9");
+    expect(m.profile?.steps[0].host.sync_ns).toBe(50);
+    expect(parsePanelModel(validModel()).profile).toBeNull();
+  });
+
+  it("rejects wrong types with their path", () => {
+    const bad = { ...profile, kernels: [{ ...profile.kernels[0], total_ns: "3000" }] };
+    expect(() => parsePanelModel({ ...(validModel() as object), profile: bad })).toThrow(/model\.profile\.kernels\[0\]\.total_ns/);
+    expect(() => parsePanelModel({ ...(validModel() as object), profile: { ...profile, steps: [{ step: 0 }] } })).toThrow(/model\.profile\.steps\[0\]/);
+  });
+});
