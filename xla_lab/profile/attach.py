@@ -26,7 +26,7 @@ def attach_profile(capture, data: bytes, device: str = "CPU") -> None:
     from .peaks import peaks
 
     try:
-        planes = read_space(data, WANTED, ("end: ",), "hlo_module", WANTED_STATS)
+        planes = read_space(data, WANTED, ("end: ",), "hlo_module", WANTED_STATS, bare=("end: ",))
     except ProfileFormatError as exc:
         capture.notes.append(f"the profile could not be read: {exc}")
         return

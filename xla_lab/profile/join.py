@@ -25,7 +25,7 @@ HOST = {"SyncTensorsGraphInternal": "sync_ns", "XLAGraphExecutor::Compile": "com
 # what the join reads of a profile (xplane.read_space's filter): the events above, the kernels (they
 # carry hlo_module) and their "end: " events
 WANTED = frozenset(DISPATCH) | frozenset(HOST) | {"StepMarker"}
-WANTED_STATS = frozenset({"hlo_module", "hlo_op", "_p", "_c"})
+WANTED_STATS = frozenset({"hlo_module"})  # (end events are read bare and paired in order)
 TIMELINE_LIMIT = 20_000  # events kept for the timeline and the Chrome trace (the rest are counted)
 
 
@@ -53,22 +53,44 @@ def _lanes(planes: list[Plane]):
 
 
 def kernel_events(planes: list[Plane]) -> list[_Kernel]:
-    """Each executed thunk, its start and end paired across threads, in start order."""
-    ends: dict[object, float] = {}
+    """Each executed thunk, its start and end paired across threads, in start order. A start and its
+    ``end: <op>`` event are paired by flow id when the events carry it, else in order per kernel name
+    (a kernel's runs on one device follow each other; runs on several devices at once may pair
+    crosswise, which leaves each kernel's total time unchanged)."""
+    ends_by_flow: dict[object, float] = {}
+    ends_by_name: dict[str, list[float]] = {}
     starts: list[tuple[str, Event]] = []
     for lane, events in _lanes(planes):
         for ev in events:
-            if ev.name.startswith("end: "):
-                flow = ev.stats.get("_c")
+            name = ev.name
+            if name.startswith("end: "):
+                flow = ev.stats.get("_c") if ev.stats else None
                 if flow is not None:
-                    ends[flow] = max(ends.get(flow, 0.0), ev.end_ns)
+                    ends_by_flow[flow] = max(ends_by_flow.get(flow, 0.0), ev.start_ns + ev.duration_ns)
+                else:
+                    ends_by_name.setdefault(name[5:], []).append(ev.start_ns + ev.duration_ns)
             elif "hlo_module" in ev.stats:
                 starts.append((lane, ev))
+    starts.sort(key=lambda pair: pair[1].start_ns)
+    for ends in ends_by_name.values():
+        ends.sort()
+    taken: dict[str, int] = {}
     out = []
     for lane, ev in starts:
-        end = max(ev.end_ns, ends.get(ev.stats.get("_p"), 0.0)) if ev.stats.get("_p") is not None else ev.end_ns
-        out.append(_Kernel(str(ev.stats.get("hlo_op") or ev.name), str(ev.stats["hlo_module"]), lane, ev.start_ns, end))
-    out.sort(key=lambda k: k.start)
+        stats = ev.stats
+        name = stats.get("hlo_op") or ev.name
+        end = ev.start_ns + ev.duration_ns
+        flow = stats.get("_p")
+        if flow is not None and flow in ends_by_flow:
+            end = max(end, ends_by_flow[flow])
+        else:
+            ends = ends_by_name.get(ev.name)
+            if ends:
+                i = taken.get(ev.name, 0)
+                if i < len(ends):
+                    taken[ev.name] = i + 1
+                    end = max(end, ends[i])
+        out.append(_Kernel(str(name), str(stats["hlo_module"]), lane, ev.start_ns, end))
     return out
 
 

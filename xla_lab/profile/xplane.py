@@ -26,7 +26,7 @@ class ProfileFormatError(ValueError):
     """The bytes are not an XSpace this reader understands."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     name: str  # the event's metadata name: an HLO instruction for XLA's kernels, a host activity otherwise
     start_ns: float  # absolute (the line's timestamp plus the event's offset)
@@ -125,25 +125,27 @@ def _stats(stats, stat_names: dict[int, str], only: frozenset[int] | None = None
 
 
 def read_space(data: bytes, names: frozenset[str] | None = None, prefixes: tuple[str, ...] = (),
-               with_stat: str | None = None, stats: frozenset[str] | None = None) -> list[Plane]:
+               with_stat: str | None = None, stats: frozenset[str] | None = None,
+               bare: tuple[str, ...] = ()) -> list[Plane]:
     """The planes of an XSpace, each event with its absolute start and duration in nanoseconds.
 
     A long loop records tens of thousands of runtime events nobody reads (thread-pool regions,
     transposes, buffer waits): with ``names``, only events of those names, of names starting with
     one of ``prefixes``, or carrying the stat ``with_stat`` are read, and with ``stats`` only those
-    stats of them (together 8x faster on a 200-step loop)."""
+    stats of them; events whose names start with one of ``bare`` are read without stats (together
+    10x faster on a 200-step loop)."""
     import gc
 
     enabled = gc.isenabled()
     gc.disable()  # tens of thousands of small objects, none cyclic: collections would only rescan them
     try:
-        return _read_space(data, names, prefixes, with_stat, stats)
+        return _read_space(data, names, prefixes, with_stat, stats, bare)
     finally:
         if enabled:
             gc.enable()
 
 
-def _read_space(data, names, prefixes, with_stat, stats) -> list[Plane]:
+def _read_space(data, names, prefixes, with_stat, stats, bare) -> list[Plane]:
     from google.protobuf.message import DecodeError
 
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -165,7 +167,8 @@ def _read_space(data, names, prefixes, with_stat, stats) -> list[Plane]:
             md = entry.value
             name = _text(md.name or md.display_name)
             wanted = names is None or name in names or (prefixes and name.startswith(prefixes))
-            metadata[entry.key] = (name, _stats(md.stats, stat_names) if md.stats else {}, wanted)
+            plain = bool(bare) and name.startswith(bare)
+            metadata[entry.key] = (name, _stats(md.stats, stat_names) if md.stats and not plain else {}, wanted, plain)
         lines = []
         # whether events of a metadata id carry ``with_stat``: decided on its first event (events of one
         # metadata come from one TraceMe site, so they all carry the same stats)
@@ -175,7 +178,10 @@ def _read_space(data, names, prefixes, with_stat, stats) -> list[Plane]:
             base = line.timestamp_ns
             for ev in line.events:
                 mid = ev.metadata_id
-                name, md_stats, wanted = metadata.get(mid) or (f"#{mid}", {}, names is None)
+                name, md_stats, wanted, plain = metadata.get(mid) or (f"#{mid}", {}, names is None, False)
+                if plain and wanted:
+                    events.append(Event(name, base + ev.offset_ps / 1000.0, ev.duration_ps / 1000.0, {}))
+                    continue
                 if not wanted:
                     if marker is None:
                         continue
