@@ -2,7 +2,8 @@
 
 Starts JupyterLab on a copy of notebooks/, runs each tutorial in Debian's chromium, opens one panel
 per notebook on the tab that notebook is about, and saves a picture of it. Run it after the panel
-changes: `.venv/bin/python docs/screenshots.py` (a few minutes: every notebook runs once).
+changes: `.venv/bin/python docs/screenshots.py [NOTEBOOK ...]` (a few minutes: every notebook, or the
+ones named, runs once).
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ SHOTS = {
     "04_precompile_queue.ipynb": ("epoch", "summary", "04_precompiled.png"),
     "05_transformer_memory.ipynb": ("finetune", "memory", "05_memory.png"),
     "06_spmd.ipynb": ("sharded_train", "sharding", "06_sharding.png"),
+    "07_profiling.ipynb": ("train", "profile", "07_profile.png"),
 }
 
 
-def main() -> int:
+def main(only: list[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix="xla_lab_shots_"))
     nbdir = work / "notebooks"
     shutil.copytree(ROOT / "notebooks", nbdir, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
@@ -36,6 +38,8 @@ def main() -> int:
     try:
         with jupyter_lab(work, nbdir) as lab, chromium_page({"width": 1300, "height": 2400}) as first:
             for notebook, (name, tab, picture) in SHOTS.items():
+                if only and notebook not in only:
+                    continue
                 started = time.time()
                 page = first.context.new_page()  # one notebook per page, from an empty workspace
                 open_notebook(page, lab, notebook, query="reset&")
@@ -61,4 +65,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -130,3 +130,23 @@ def test_fuzzed_captures_load_or_fail_with_a_clear_error(train_capture):
         assert "<img src=x" not in page  # user text is escaped wherever it lands
 
     check()
+
+
+def test_unreadable_numbers_and_deep_nesting_are_format_errors(train_capture):
+    text = train_capture.to_json()
+    huge = text.replace('"started_at": ', '"started_at": ' + "9" * 5000 + ", \"x\": ", 1)
+    with pytest.raises(CaptureFormatError, match="not readable"):
+        CellCapture.from_json(huge)
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(CaptureFormatError):
+        CellCapture.from_json(deep)
+    nested = json.loads(text)
+    nested["notes"] = ["x"]
+    value: list = []
+    for _ in range(5000):
+        value = [value]
+    nested["metrics"] = {"deep": value}
+    try:
+        CellCapture.from_dict(nested)
+    except CaptureFormatError:
+        pass  # refused with a clear error, or read: never a RecursionError

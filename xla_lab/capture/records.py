@@ -225,7 +225,12 @@ class CellCapture:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise CaptureFormatError(f"capture JSON is malformed: {exc}") from None
-        return cls.from_dict(data)
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number; nesting deeper than Python's stack
+            raise CaptureFormatError(f"capture JSON is not readable: {type(exc).__name__}: {str(exc)[:200]}") from None
+        try:
+            return cls.from_dict(data)
+        except RecursionError:
+            raise CaptureFormatError("capture JSON is nested too deeply") from None
 
 
 def _known(cls, data: dict[str, Any], what: str) -> dict[str, Any]:

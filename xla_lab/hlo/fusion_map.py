@@ -17,6 +17,7 @@ from .parser import Computation, HloModule, Instruction
 CONTAINERS = {"while", "conditional", "call", "async-start", "async-done"}
 NOT_KERNELS = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
                "partition-id", "replica-id", "opt-barrier", "add-dependency"} | CONTAINERS
+DEVICE_DATA = "xla__device_data"  # op type of an input tensor's node (a parameter of the graph)
 COLLECTIVES = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                "all-reduce-start", "all-gather-start", "collective-permute-start"}
 
@@ -125,7 +126,10 @@ def build_fusion_map(module: HloModule, lines_of: Callable[[Instruction], list[d
             model_lines: dict[tuple, dict] = {}
             sources: dict[str, None] = {}
             seen_sources: set = set()
-            for m in with_metadata:
+            # A copy or layout change of an input (device data) carries the line where the tensor was
+            # uploaded (the model's `.to(device)`), which did not ask for this work: such a kernel's lines
+            # are inferred from its users below, like a backward kernel's.
+            for m in [m for m in with_metadata if m.op_key[0] != DEVICE_DATA]:
                 for ln in lines_of(m):
                     lines.setdefault((ln.get("cell"), ln["line"]), ln)
                 for ln in model_lines_of(m):

@@ -96,5 +96,6 @@ def memory_line(step: StepRecord) -> str | None:
         if src:
             where = f", [{src['cell']}]:{src['line']}" if src.get("cell") is not None else \
                 f", {src.get('file', '')}:{src['line']}"
-        text += f" | largest {fmt_bytes(largest['bytes'])} {largest['kind']} ({largest['instruction']}{where})"
+        what = largest.get("instruction") or "no single instruction"
+        text += f" | largest {fmt_bytes(largest['bytes'])} {largest['kind']} ({what}{where})"
     return text

@@ -187,7 +187,7 @@ def _memory(step) -> str:
                 if src.get("code"):
                     where += f" {src['code']}"
             out.append(f"<tr><td class=\"num\">{e(fmt_bytes(b.get('bytes', 0)))}</td><td>{e(str(b.get('kind', '')))}"
-                       f"</td><td><code>{e(str(b.get('instruction', '')))}</code></td><td><code>{e(where)}</code>"
+                       f"</td><td><code>{e(str(b.get('instruction') or '-'))}</code></td><td><code>{e(where)}</code>"
                        "</td></tr>")
         out.append("</table>")
     return "".join(out)

@@ -28,7 +28,7 @@ export function renderProfile(p: Profile, timeline: readonly TimelineRow[], opts
   el.append(linesBlock("Time per cell line", p.lines, opts), linesBlock("Time per model line (innermost outside torch)", p.model_lines, opts));
   el.append(h("h4", null, "Time per aten op"), h("div", { class: "xla-scroll" }, h("table", { class: "xla-table xla-profile-ops" },
     h("tr", null, h("th", null, "aten op"), h("th", null, "time"), h("th", null, "share")),
-    p.ops.slice(0, 40).map((o) => h("tr", null, h("td", null, h("code", null, o.op)), h("td", { class: "xla-num" }, fmtNs(o.total_ns)), h("td", null, bar(o.share), " ", fmtShare(o.share)))))));
+    p.ops.slice(0, 40).map((o) => h("tr", null, h("td", null, h("code", null, o.op)), h("td", { class: "xla-num" }, fmtNs(o.total_ns)), h("td", { class: "xla-nowrap" }, bar(o.share), " ", fmtShare(o.share)))))));
   el.append(h("h4", null, "Steps"), stepsTable(p));
   el.append(h("h4", null, "Timeline"), renderLanes(timeline));
   return el;
@@ -40,7 +40,7 @@ function kernelsTable(p: Profile, opts: ProfileOptions): HTMLElement {
     const tr = h("tr", { class: "xla-kernel-row", "data-kernel": k.name },
       h("td", null, h("span", { class: "xla-swatch", style: `background:${kernelColor(k.name)}` }), h("code", null, k.name)),
       h("td", null, k.kind), h("td", { class: "xla-num" }, String(k.count)), h("td", { class: "xla-num" }, fmtNs(k.total_ns)),
-      h("td", { class: "xla-num" }, fmtNs(k.mean_ns)), h("td", null, bar(k.share), " ", fmtShare(k.share)),
+      h("td", { class: "xla-num" }, fmtNs(k.mean_ns)), h("td", { class: "xla-nowrap" }, bar(k.share), " ", fmtShare(k.share)),
       h("td", { class: "xla-num" }, fmtCount(k.flops, "FLOP")), h("td", { class: "xla-num" }, fmtBytes(k.bytes)),
       h("td", { class: "xla-num" }, k.flops_per_s ? fmtCount(k.flops_per_s, "FLOP/s") : k.bytes_per_s != null ? `${fmtBytes(k.bytes_per_s)}/s` : "-"),
       h("td", { class: "xla-num" }, fmtShare(k.roof_share)), h("td", { class: `xla-bound-${k.bound ?? "none"}` }, k.bound ?? "-"), h("td", null, k.lines));
@@ -58,7 +58,7 @@ function linesBlock(title: string, lines: readonly ProfileLine[], opts: ProfileO
     const shade = top > 0 ? ln.share / top : 0;
     const label = h("code", { class: "xla-line-ref" }, ln.label);
     const tr = h("tr", { class: "xla-profile-line", style: `background:rgba(214,69,65,${(0.35 * shade).toFixed(3)})` },
-      h("td", null, label), h("td", { class: "xla-num" }, fmtNs(ln.total_ns)), h("td", null, bar(ln.share), " ", fmtShare(ln.share)),
+      h("td", null, label), h("td", { class: "xla-num" }, fmtNs(ln.total_ns)), h("td", { class: "xla-nowrap" }, bar(ln.share), " ", fmtShare(ln.share)),
       h("td", null, h("code", null, (ln.code ?? "").trim())), h("td", null, ln.kernels.slice(0, 4).join(", ") + (ln.kernels.length > 4 ? ` +${ln.kernels.length - 4}` : "")));
     if (opts.onSource && ln.line != null && (ln.cell != null || ln.file)) {
       label.classList.add("xla-link");
