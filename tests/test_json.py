@@ -18,7 +18,7 @@ jnet = torch.nn.Sequential(torch.nn.Linear(13, 21), torch.nn.ReLU(), torch.nn.Li
 jopt = torch.optim.Adam(jnet.parameters())
 jx = torch.randn(5, 13).to(torch_xla.device())
 """)
-    result = ip.run_cell("""%%xla -q --name json_cell
+    result = ip.run_cell("""%%xla -q --name json_cell --profile
 for _ in range(4):
     jopt.zero_grad()
     jl = jnet(jx).pow(2).mean()
@@ -97,11 +97,15 @@ JUNK = [None, 0, -1, 3.5, True, "", "<img src=x onerror=alert(1)>", [], {}, [1, 
 
 
 def test_fuzzed_captures_load_or_fail_with_a_clear_error(train_capture):
-    """Hostile or broken JSON: loading either gives a capture the views can render, or raises
-    CaptureFormatError naming the problem; never another exception."""
+    """Hostile or broken JSON (a real profiled capture, mutated): loading either gives a capture every
+    renderer draws (summary text and HTML, the static panel, the report, the panel model, the profile
+    breakdown), or raises CaptureFormatError naming the problem; never another exception."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
+    from xla_lab.profile import breakdown
+    from xla_lab.view.panel_model import panel_model
+    from xla_lab.view.static_html import capture_html, report_html
     from xla_lab.view.summary import to_html, to_text
 
     base = json.dumps(train_capture.to_dict())
@@ -126,8 +130,13 @@ def test_fuzzed_captures_load_or_fail_with_a_clear_error(train_capture):
             assert str(exc)
             return
         to_text(capture)  # renders without raising
-        page = to_html(capture)
-        assert "<img src=x" not in page  # user text is escaped wherever it lands
+        for page in (to_html(capture), capture_html(capture), report_html([capture])):
+            assert "<img src=x" not in page  # user text is escaped wherever it lands
+        json.dumps(panel_model(capture, [train_capture]))
+        if capture.profile:
+            kernels = breakdown.kernel_times(capture)
+            breakdown.line_times(capture, model=True, kernels=kernels)
+            breakdown.op_times(capture, kernels)
 
     check()
 

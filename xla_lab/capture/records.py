@@ -300,7 +300,7 @@ _SPMD = {"devices": (int,), "memory_per_device?": (bool,),
          "collectives": [{"name": (str,), "kind": (str,), "shape": (str,), "bytes": _NUM, "groups": [[(int,)]],
                           "group_size": (int,), "lines": [_LINE], "lines_inferred?": (bool,),
                           "sources?": [(str,)]}]}
-_STAT = [_NUM]  # [count, total ns, longest ns] (kernels) or [count, total ns] (other events)
+_STAT = [_NUM]  # [count, total ns, longest ns], per kernel (and per other event of the module)
 _PROFILE = {"steps": [{"step": (int,), "graph_hash": (str,), "start_ns": _NUM, "span_ns": _NUM, "busy_ns": _NUM,
                        "kernel_ns": _NUM, "idle_before_ns": _NUM, "host": ("map", _NUM)}],
             "graphs": ("map", {"module": (str,), "executions": (int,), "kernels": ("map", _STAT),
@@ -308,8 +308,10 @@ _PROFILE = {"steps": [{"step": (int,), "graph_hash": (str,), "start_ns": _NUM, "
             "unmatched_executions": (int,), "unmatched_ns": _NUM, "span_ns": _NUM,
             "timeline": [[(str, int, float)]], "timeline_dropped": (int,),
             "peaks?": ({"flops_per_s": _NUM, "bytes_per_s": _NUM, "source": (str,)}, _NONE)}
+_NODE_INFO = {"ids": [(int,)], "kernel": [(str, _NONE)], "scope": [(int,)], "scopes": [(str,)], "line": [(int,)],
+              "lines": [{"cell?": (int, _NONE), "line": (int,), "code?": (str, _NONE)}]}
 _NESTED = {
-    GraphArtifacts: {"fusions": [_KERNEL], "memory": _MEMORY, "spmd": _SPMD,
+    GraphArtifacts: {"fusions": [_KERNEL], "memory": _MEMORY, "spmd": _SPMD, "node_info": _NODE_INFO,
                      "large_constants": [{"instruction": (str,), "shape": (str,), "bytes": _NUM,
                                           "where?": (str, _NONE)}]},
     StepRecord: {"timings": ("map", (int, float, _NONE)), "fallback_ops": ("map", (int,))},
@@ -323,6 +325,37 @@ def _check_nested(cls, fields: dict[str, Any], what: str) -> None:
     for name, schema in _NESTED.get(cls, {}).items():
         if fields.get(name) is not None:
             _check(fields[name], schema, f"{what}.{name}")
+    if cls is GraphArtifacts and fields.get("node_info") is not None:
+        _check_node_info(fields["node_info"], f"{what}.node_info")
+    if cls is CellCapture and fields.get("profile") is not None:
+        _check_profile(fields["profile"], f"{what}.profile")
+
+
+def _check_profile(profile: dict, path: str) -> None:
+    """Kernel stats are [count, total ns, longest ns]; timeline rows [lane, name, start, duration, step]."""
+    for graph_hash, graph in profile["graphs"].items():
+        for table, size in (("kernels", 3), ("other", 3)):
+            for name, stat in graph[table].items():
+                if len(stat) != size:
+                    raise CaptureFormatError(f"{path}.graphs[{graph_hash!r}].{table}[{name!r}] must be "
+                                             f"[count, total ns, longest ns]")
+    for i, row in enumerate(profile["timeline"]):
+        if len(row) != 5 or not (isinstance(row[0], str) and isinstance(row[1], str)
+                                 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in row[2:])):
+            raise CaptureFormatError(f"{path}.timeline[{i}] must be [lane, name, start ns, duration ns, step]")
+
+
+def _check_node_info(info: dict, path: str) -> None:
+    """The per-node lists run parallel to ``ids`` and index into ``scopes`` / ``lines`` (-1: none)."""
+    n = len(info["ids"])
+    for key, table in (("kernel", None), ("scope", "scopes"), ("line", "lines")):
+        if len(info[key]) != n:
+            raise CaptureFormatError(f"{path}.{key} has {len(info[key])} entries for {n} nodes")
+        if table is not None:
+            size = len(info[table])
+            bad = next((i for i in info[key] if not -1 <= i < size), None)
+            if bad is not None:
+                raise CaptureFormatError(f"{path}.{key} refers to {table}[{bad}] of {size}")
 
 
 def _check(value: Any, schema, path: str) -> None:

@@ -88,7 +88,7 @@ def _roofline(row: KernelTime, peaks: dict | None) -> None:
     row.bytes_per_s = row.bytes / seconds
     if row.mean_ns < OVERHEAD_NS:
         row.bound = "overhead"
-    if not peaks:
+    if not peaks or peaks["flops_per_s"] <= 0 or peaks["bytes_per_s"] <= 0:
         return
     peak_flops, peak_bytes = peaks["flops_per_s"], peaks["bytes_per_s"]
     intensity = row.flops / row.bytes if row.bytes else float("inf")
