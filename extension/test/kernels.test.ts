@@ -25,6 +25,11 @@ describe("kernels", () => {
     expect(rows.map((r) => r.heat)).toEqual([1, 0, 510 / 1100]);
   });
 
+  it("lists a line's kernels most costly first, zero-flop copies last", () => {
+    const rows = annotateSource([{ line: 1, code: "x", kernels: ["fusion.0", "fusion.2", "dot.1", "fusion.1"] }], KS);
+    expect(rows[0].kernels).toEqual(["dot.1", "fusion.1", "fusion.2", "fusion.0"]);
+  });
+
   it("formats lines", () => {
     const x = { ...k("a", 0, 0, 1), lines: [1, 2, 3, 4, 5].map((l) => ({ cell: 3, line: l })) };
     expect(kernelLineText(x)).toBe("[3]:1 [3]:2 [3]:3 [3]:4 +1");

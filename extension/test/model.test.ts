@@ -71,3 +71,13 @@ describe("the Profile tab's data", () => {
     expect(() => parsePanelModel({ ...(validModel() as object), profile: { ...profile, steps: [{ step: 0 }] } })).toThrow(/model\.profile\.steps\[0\]/);
   });
 });
+
+describe("step timings", () => {
+  it("must be numbers (a timing given as text is refused, not shown as 0 s)", () => {
+    const m = validModel() as Record<string, any>;
+    m.capture.steps[0].timings = { compile_s: "0.5" };
+    expect(() => parsePanelModel(m)).toThrow(/model\.capture\.steps\[0\]\.timings\.compile_s/);
+    m.capture.steps[0].timings = { compile_s: null, execute_s: 0.25 };
+    expect(parsePanelModel(m).capture.steps[0].timings.execute_s).toBe(0.25);
+  });
+});

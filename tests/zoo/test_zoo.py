@@ -117,3 +117,26 @@ def test_eager_mode_says_ops_compiled_one_by_one(zoo_runs):
     assert not capture.steps
     note = next(n for n in capture.notes if n.startswith("eager mode:"))
     assert "ops ran one by one" in note and "compiled on their own" in note
+
+
+@pytest.mark.parametrize("entry", [e for e in zoo.ZOO if e.name != "mlp_eager"], ids=lambda e: e.name)
+def test_profile_measures_every_step_and_kernel(ip, zoo_runs, entry):
+    """%%xla --profile on each model of the zoo (its graphs cached by the runs above): every step
+    has device time, every kernel that ran is one the analysis knows, and line times add up."""
+    import xla_lab
+    from xla_lab.profile import breakdown
+
+    assert ip.run_cell(entry.setup).success
+    result = ip.run_cell(f"%%xla -q --profile --name zoo_{entry.name}\n{entry.loop}")
+    assert result.success, f"{entry.name}: {result.error_in_exec!r}"
+    capture = xla_lab.last()
+    profile = capture.profile
+    assert profile is not None, capture.notes
+    assert not [n for n in capture.notes if "profile" in n], capture.notes
+    assert [r["step"] for r in profile["steps"]] == [s.index for s in capture.steps]
+    assert all(r["busy_ns"] > 0 for r in profile["steps"])
+    kernels = breakdown.kernel_times(capture)
+    assert kernels and all(k.known for k in kernels), [k.name for k in kernels if not k.known][:5]
+    lines = breakdown.line_times(capture, model=True, kernels=kernels)
+    assert sum(ln.total_ns for ln in lines) == pytest.approx(sum(k.total_ns for k in kernels))
+    assert lines[0].label != breakdown.NO_LINE

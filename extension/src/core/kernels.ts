@@ -50,7 +50,10 @@ export function annotateSource(lines: readonly SourceLine[], kernels: readonly K
       const k = byName.get(name);
       if (k) { flops += k.flops; bytes += k.bytes; }
     }
-    return { line: l.line, code: l.code, kernels: [...l.kernels], flops, bytes, heat: 0 };
+    // most costly first (a line's copies and layout changes, zero flops, come after its real work)
+    const cost = (name: string) => byName.get(name);
+    const ranked = [...l.kernels].sort((a, b) => ((cost(b)?.flops ?? 0) - (cost(a)?.flops ?? 0)) || ((cost(b)?.bytes ?? 0) - (cost(a)?.bytes ?? 0)));
+    return { line: l.line, code: l.code, kernels: ranked, flops, bytes, heat: 0 };
   });
   const score = (r: AnnotatedLine) => r.flops + r.bytes;
   const max = Math.max(0, ...rows.map(score));

@@ -216,8 +216,9 @@ function parseCapture(v: unknown, path: string): Capture {
     const so = obj(s, p);
     num(so.index, `${p}.index`);
     str(so.cache, `${p}.cache`);
-    obj(so.timings ?? {}, `${p}.timings`);
-    return { ...so, timings: (so.timings ?? {}) as Record<string, number | null> } as unknown as Step;
+    const timings: Record<string, number | null> = {};
+    for (const [k, v] of Object.entries(obj(so.timings ?? {}, `${p}.timings`))) timings[k] = numOrNull(v, `${p}.timings.${k}`);
+    return { ...so, timings } as unknown as Step;
   });
   const rawArtifacts = obj(o.artifacts ?? {}, `${path}.artifacts`);
   const artifacts: Record<string, Artifacts> = {};

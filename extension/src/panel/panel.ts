@@ -96,9 +96,8 @@ export class PanelView {
       this.model = parsePanelModel(raw);
       this.errorEl.hidden = true;
     } catch (e) {
-      this.model = null;
-      this.errorEl.hidden = false;
-      this.errorEl.textContent = (e as Error).message;
+      // one clear message in place of the views (no empty tab bar or graph pane under it)
+      this.showError((e as Error).message);
       return;
     }
     this.hash = mainGraphHash(this.model);
