@@ -142,3 +142,42 @@ def test_data_parallel_and_2d_sharded_steps_show_collectives_layouts_and_lines()
     assert w["per_device_shape"] == "f32[32,32]" and len(w["blocks"]) == 2
     assert all(len(b["devices"]) == 2 for b in w["blocks"])
     assert {len(g) for c in dm["collectives"] for g in c["groups"]} == {2}
+
+
+def test_profile_of_a_sharded_step_counts_every_device():
+    """%%xla --profile under SPMD: one ExecuteReplicated dispatch runs the graph on the 4 devices,
+    so each kernel runs 4 times per step (collectives included), and every step has device time."""
+    result = _on_four_devices('''
+        assert ip.run_cell("""
+        mesh = xs.Mesh(np.arange(4), (4, 1), ("data", "model"))
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(16, 32).to(dev)
+        xs.mark_sharding(x, mesh, ("data", None))
+        """).success
+        body = """
+        for i in range(3):
+            opt.zero_grad()
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            torch_xla.sync()
+        """
+        assert ip.run_cell("%%xla -q --name spmd_prof\\n" + body).success
+        assert ip.run_cell("%%xla -q --name spmd_prof --profile\\n" + body).success
+        import xla_lab
+        from xla_lab.profile import breakdown
+        c = xla_lab.last()
+        print("RESULT " + json.dumps({
+            "notes": c.notes, "steps": [r["step"] for r in c.profile["steps"]],
+            "busy": [r["busy_ns"] for r in c.profile["steps"]],
+            "counts": sorted({k.count for k in breakdown.kernel_times(c)}),
+            "known": all(k.known for k in breakdown.kernel_times(c)),
+            "collective_times": [k.total_ns for k in breakdown.kernel_times(c)
+                                 if any(f["name"] == k.name and f["collective"] for f in c.steps[-1].fusions)],
+        }))
+    ''')
+    assert not [n for n in result["notes"] if "profile" in n], result["notes"]
+    assert result["steps"] == [0, 1, 2] and all(b > 0 for b in result["busy"])
+    assert result["known"] and result["counts"] == [12]  # 3 steps x 4 devices
+    assert result["collective_times"] and all(t > 0 for t in result["collective_times"])
