@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { collapseGraph } from "../src/core/collapse";
-import { dotString, kernelColor, NO_KERNEL_COLOR, toDot } from "../src/core/dot";
+import { dotString, kernelColor, NO_KERNEL_COLOR, toDot, kernelPalette } from "../src/core/dot";
 import { chain, node } from "./fixtures";
 
 describe("DOT", () => {
@@ -38,5 +38,18 @@ describe("DOT", () => {
     expect(kernelColor("fusion.1")).toBe(kernelColor("fusion.1"));
     expect(kernelColor(null)).toBe(NO_KERNEL_COLOR);
     expect(new Set(Array.from({ length: 30 }, (_, i) => kernelColor(`fusion.${i}`))).size).toBeGreaterThan(5);
+  });
+});
+
+describe("kernelPalette", () => {
+  it("gives every kernel of a graph its own colour, the heaviest the palette's", () => {
+    const names = ["fusion", "fusion.1", "fusion.2", "dot", "dot.1", "copy"];
+    const color = kernelPalette(names.map((name, i) => ({ name, flops: i })));
+    expect(new Set(names.map(color)).size).toBe(names.length);
+    const many = Array.from({ length: 60 }, (_, i) => ({ name: `k.${i}`, flops: i }));
+    const c2 = kernelPalette(many);
+    expect(new Set(many.map((k) => c2(k.name))).size).toBe(60);
+    expect(c2(null)).toBe(NO_KERNEL_COLOR);
+    expect(c2("not.in.graph")).toBe(kernelColor("not.in.graph"));
   });
 });

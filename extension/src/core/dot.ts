@@ -19,6 +19,21 @@ export function kernelColor(kernel: string | null | undefined): string {
   return PALETTE[(h >>> 0) % PALETTE.length];
 }
 
+/** Distinct colours for the kernels of one graph: the palette's colours go to the heaviest kernels
+ * (by flops, then bytes, then name), then hues spaced by the golden angle; a name not in the graph
+ * falls back to kernelColor. Hashing names into 12 colours made two kernels of six share one. */
+export function kernelPalette(kernels: readonly { name: string; flops?: number; bytes?: number }[]): (kernel: string | null | undefined) => string {
+  const order = [...kernels].sort((a, b) => ((b.flops ?? 0) - (a.flops ?? 0)) || ((b.bytes ?? 0) - (a.bytes ?? 0)) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const assigned = new Map<string, string>();
+  order.forEach((k, i) => {
+    if (assigned.has(k.name)) return;
+    const n = assigned.size;
+    assigned.set(k.name, n < PALETTE.length ? PALETTE[n]
+      : `hsl(${Math.round(((n - PALETTE.length) * 137.508 + 20) % 360)}, ${n % 3 === 0 ? 70 : 55}%, ${n % 2 ? 72 : 82}%)`);
+  });
+  return (kernel) => (kernel ? assigned.get(kernel) ?? kernelColor(kernel) : NO_KERNEL_COLOR);
+}
+
 /** A DOT double-quoted string. Backslashes are doubled so Graphviz escapes (\N, \l, \G) cannot fire. */
 export function dotString(s: string): string {
   let out = "";
@@ -59,6 +74,8 @@ export interface DotOptions {
   fill?: (u: Unit) => string | null;
   /** an extra SVG class for a unit (e.g. "xla-diff-added") */
   className?: (u: Unit) => string | null;
+  /** the colour of a kernel (kernelPalette of the graph); default kernelColor */
+  color?: (kernel: string | null | undefined) => string;
 }
 
 export function toDot(v: VisibleGraph, opts: DotOptions = {}): string {
@@ -69,7 +86,7 @@ export function toDot(v: VisibleGraph, opts: DotOptions = {}): string {
   out.push(`  edge [arrowsize=0.6, penwidth=0.8];`);
   v.units.forEach((u, i) => {
     const attrs = [`id=${dotString(unitDotId(i))}`, `label=${dotString(unitLabel(u, u.kind === "node" ? v.hubs?.get(u.node.id) : undefined))}`,
-      `fillcolor=${dotString(opts.fill?.(u) ?? kernelColor(u.kind === "node" ? u.node.kernel : u.kernel))}`];
+      `fillcolor=${dotString(opts.fill?.(u) ?? (opts.color ?? kernelColor)(u.kind === "node" ? u.node.kernel : u.kernel))}`];
     const extra = opts.className?.(u);
     const cls = (base: string) => dotString(extra ? `${base} ${extra}` : base);
     if (u.kind === "group") attrs.push(`shape=box3d`, `style="filled"`, `class=${cls("xla-group")}`);

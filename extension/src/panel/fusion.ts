@@ -1,6 +1,6 @@
 // The Fusion map tab: the kernels of the optimized module (sortable, expandable) and the cell source
 // annotated with the kernels each line feeds.
-import { kernelColor } from "../core/dot";
+import { kernelColor as hashColor } from "../core/dot";
 import { fmtBytes, fmtCount } from "../core/format";
 import { annotateSource, fileLines, kernelLineText, sortKernels, type AnnotatedLine, type KernelSortKey } from "../core/kernels";
 import type { Kernel, ModelFile, SourceLine, SourceRef } from "../core/model";
@@ -12,7 +12,7 @@ const COLS: [KernelSortKey | null, string][] = [["name", "kernel"], ["kind", "ki
 
 /** `onSource`: when set, opening a kernel (or clicking one of its lines) also shows that source line (the side panel). */
 export function renderFusion(kernels: readonly Kernel[], source: readonly SourceLine[], onSource?: (ref: SourceRef) => void,
-  modelFiles: readonly ModelFile[] = []): FusionView {
+  modelFiles: readonly ModelFile[] = [], kernelColor: (kernel: string) => string = hashColor): FusionView {
   let key: KernelSortKey = "flops";
   let desc = true;
   const open = new Set<string>();

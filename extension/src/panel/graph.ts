@@ -3,7 +3,7 @@
 import { collapseGraph, collapseGroup, expandGroup, parentGroupOf, revealNode, DEFAULT_COLLAPSE, type CollapseOptions, type Unit, type VisibleGraph } from "../core/collapse";
 import { kernelColor, toDot, unitDotId, type DotOptions } from "../core/dot";
 import type { Graph, GraphNode } from "../core/model";
-import { searchGraph } from "../core/search";
+import { searchNodes } from "../core/search";
 import { clear, h } from "./dom";
 import type { VizLike } from "./viz";
 
@@ -21,6 +21,8 @@ export interface GraphViewOptions {
   onLine?: (node: GraphNode) => void;
   /** extra details of a clicked node (the Sharding block of SPMD graphs), null for none */
   nodeDetails?: (n: GraphNode) => Node | null;
+  /** the colour of a kernel (the panel's kernelPalette); default kernelColor */
+  color?: (kernel: string | null | undefined) => string;
 }
 
 export class GraphView {
@@ -49,7 +51,7 @@ export class GraphView {
     this.opts = opts;
     this.t0 = opts.t0;
     this.copts = opts.collapse ?? DEFAULT_COLLAPSE;
-    this.search = h("input", { type: "search", class: "xla-search", placeholder: "search op, kernel or line (e.g. 12)", "aria-label": "search the graph" });
+    this.search = h("input", { type: "search", class: "xla-search", placeholder: "search op, kernel or line (12, \"sin\", code:x)", "aria-label": "search the graph" });
     this.searchInfo = h("span", { class: "xla-muted xla-search-info" });
     this.status = h("span", { class: "xla-muted xla-graph-status" });
     this.canvas = h("div", { class: "xla-graph-canvas" });
@@ -114,7 +116,7 @@ export class GraphView {
     }
     if (seq !== this.renderSeq) return;
     this.status.textContent = this.status.textContent!.replace(/^loading Graphviz\u2026 /, "");
-    const dot = toDot(visible, { name: g.name, highlight: this.matchUnits(), ...this.opts.dot });
+    const dot = toDot(visible, { name: g.name, highlight: this.matchUnits(), color: this.opts.color, ...this.opts.dot });
     let svg: SVGSVGElement;
     try {
       svg = viz.renderSVGElement(dot);
@@ -162,10 +164,12 @@ export class GraphView {
   private runSearch() {
     if (!this.graph) return;
     const q = this.search.value;
-    this.matches = q.trim() ? searchGraph(this.graph, q) : [];
+    const found = q.trim() ? searchNodes(this.graph, q) : { ids: [], more: 0 };
+    this.matches = found.ids;
     this.matchCursor = -1;
     const units = this.matchUnits();
-    this.searchInfo.textContent = q.trim() ? `${this.matches.length} match${this.matches.length === 1 ? "" : "es"}${this.matches.length ? " (Enter: next)" : ""}` : "";
+    this.searchInfo.textContent = q.trim() ? `${this.matches.length} match${this.matches.length === 1 ? "" : "es"}${this.matches.length ? " (Enter: next)" : ""}` +
+      (found.more ? `; ${found.more} more in code or scope (code:${q.trim()})` : "") : "";
     if (!this.svg) return;
     this.svg.querySelectorAll("g.node").forEach((n) => n.classList.remove("xla-match"));
     for (const u of units) this.svg.querySelector(`g#${unitDotId(u)}`)?.classList.add("xla-match");
@@ -241,7 +245,7 @@ export class GraphView {
     const row = (k: string, v: Node | string) => [h("dt", null, k), h("dd", null, v)];
     const kernel: Node | string = n.kernel
       ? h("button", { type: "button", class: "xla-link xla-kernel-link", "data-kernel": n.kernel, title: "show in the fusion map" },
-        h("span", { class: "xla-swatch", style: `background:${kernelColor(n.kernel)}` }), n.kernel)
+        h("span", { class: "xla-swatch", style: `background:${(this.opts.color ?? kernelColor)(n.kernel)}` }), n.kernel)
       : "(not in a kernel)";
     if (kernel instanceof HTMLElement) kernel.addEventListener("click", () => this.opts.onKernel(n.kernel!));
     const lineText = n.line != null ? `${n.cell != null ? `[${n.cell}]` : ""} line ${n.line}` : "-";

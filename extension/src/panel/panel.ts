@@ -1,5 +1,6 @@
 // The per-cell panel: tabs over one panel model, plus live progress while the cell compiles.
 import { fmtSeconds } from "../core/format";
+import { kernelColor, kernelPalette } from "../core/dot";
 import { kernelsOf, mainGraphHash, parsePanelModel, parseProgress, type PanelModel, type Progress, type SourceRef } from "../core/model";
 import { clear, h } from "./dom";
 import { renderFusion, type FusionView } from "./fusion";
@@ -44,6 +45,8 @@ export class PanelView {
   private shardings = new Map<number, NodeSharding>();
   private readonly onSource?: (ref: SourceRef) => void;
   private progress: Progress | null = null;
+  // distinct colours for the current graph's kernels (every tab of the panel uses the same)
+  private colors: (kernel: string | null | undefined) => string = kernelColor;
   private progressAt = 0;
   private ticker: ReturnType<typeof setInterval> | undefined;
 
@@ -53,7 +56,8 @@ export class PanelView {
     this.onSource = opts.sourceOnClick ? src : undefined;
     this.graphView = new GraphView({ getViz: opts.getViz, t0, onKernel: (k) => this.showKernel(k),
       onNode: opts.sourceOnClick ? src && nodeRef : undefined, onLine: src && nodeRef,
-      nodeDetails: (n) => { const ns = this.shardings.get(n.id); return ns ? nodeShardingDetails(ns) : null; } });
+      nodeDetails: (n) => { const ns = this.shardings.get(n.id); return ns ? nodeShardingDetails(ns) : null; },
+      color: (k) => this.colors(k) });
     this.header = h("div", { class: "xla-header" });
     this.progressEl = h("div", { class: "xla-progress", hidden: true, role: "status", "aria-live": "polite" });
     this.errorEl = h("div", { class: "xla-warning xla-error", hidden: true, role: "alert" });
@@ -101,6 +105,7 @@ export class PanelView {
       return;
     }
     this.hash = mainGraphHash(this.model);
+    this.colors = kernelPalette(kernelsOf(this.model, this.hash));
     this.built.clear();
     this.tabButtons.get("profile")!.hidden = !this.model.profile;
     if (this.tab === "profile" && !this.model.profile) this.tab = "summary";
@@ -136,6 +141,7 @@ export class PanelView {
   selectGraph(hash: string) {
     if (!this.model) return;
     this.hash = hash;
+    this.colors = kernelPalette(kernelsOf(this.model, hash));
     this.built.clear();
     this.loadSpmd();
     this.graphView.setGraph(this.model.graphs[hash] ?? null);
@@ -175,14 +181,14 @@ export class PanelView {
     clear(pane);
     if (t === "summary") pane.append(renderSummary(m));
     else if (t === "hlo") pane.append(renderHlo(art?.hlo_before, art?.hlo_after, { kernels: new Set(kernels.map((k) => k.name)), onKernel: (k) => this.showKernel(k) }));
-    else if (t === "fusion") { this.fusion = renderFusion(kernels, m.source_lines, this.onSource, m.model_files); pane.append(this.fusion.el); }
+    else if (t === "fusion") { this.fusion = renderFusion(kernels, m.source_lines, this.onSource, m.model_files, this.colors); pane.append(this.fusion.el); }
     else if (t === "timeline") pane.append(renderTimeline(m.runs.length ? m.runs : [{ execution_count: m.capture.execution_count, started_at: m.capture.started_at,
       steps: m.capture.steps.map((s) => ({ index: s.index, cache: s.cache, trace_s: s.timings.trace_s ?? null, compile_s: s.timings.compile_s ?? null,
         execute_s: s.timings.execute_s ?? null, transfer_s: (s.timings.to_device_s ?? 0) + (s.timings.from_device_s ?? 0) })) }]));
-    else if (t === "profile") pane.append(m.profile ? renderProfile(m.profile, profileTimeline(m.capture.profile), { onKernel: (k) => this.showKernel(k), onSource: this.onSource })
+    else if (t === "profile") pane.append(m.profile ? renderProfile(m.profile, profileTimeline(m.capture.profile), { onKernel: (k) => this.showKernel(k), onSource: this.onSource, color: this.colors })
       : h("p", { class: "xla-muted xla-empty" }, "Not profiled: run the cell with %%xla --profile."));
     else if (t === "memory") pane.append(renderMemory(art?.memory, this.spmd?.memory_per_device ? this.spmd.devices : null));
-    else if (t === "sharding") pane.append(this.spmd ? renderSharding(this.spmd, { kernels: new Set(kernels.map((k) => k.name)), onKernel: (k) => this.showKernel(k) })
+    else if (t === "sharding") pane.append(this.spmd ? renderSharding(this.spmd, { kernels: new Set(kernels.map((k) => k.name)), onKernel: (k) => this.showKernel(k), color: this.colors })
       : h("p", { class: "xla-warning xla-error" }, this.spmdError ?? "No SPMD summary for this graph."));
     this.built.add(t);
   }

@@ -1,12 +1,12 @@
 // The Profile tab (cells run with %%xla --profile): measured time per kernel beside its estimated flops and
 // bytes and its roofline reading, per cell line and model line (shaded by time), per aten op, per step, a
 // timeline of the profiler's host and device lanes, and the comparison with the cell's previous profiled run.
-import { kernelColor } from "../core/dot";
+import { kernelColor as hashColor } from "../core/dot";
 import { fmtBytes, fmtCount, fmtNs, fmtShare } from "../core/format";
 import type { Profile, ProfileLine, SourceRef } from "../core/model";
 import { h, s } from "./dom";
 
-export interface ProfileOptions { onKernel?: (name: string) => void; onSource?: (ref: SourceRef) => void }
+export interface ProfileOptions { onKernel?: (name: string) => void; onSource?: (ref: SourceRef) => void; color?: (kernel: string) => string }
 export type TimelineRow = [string, string, number, number, number];
 const MAX_TIMELINE_EVENTS = 5000;
 
@@ -30,11 +30,12 @@ export function renderProfile(p: Profile, timeline: readonly TimelineRow[], opts
     h("tr", null, h("th", null, "aten op"), h("th", null, "time"), h("th", null, "share")),
     p.ops.slice(0, 40).map((o) => h("tr", null, h("td", null, h("code", null, o.op)), h("td", { class: "xla-num" }, fmtNs(o.total_ns)), h("td", { class: "xla-nowrap" }, bar(o.share), " ", fmtShare(o.share)))))));
   el.append(h("h4", null, "Steps"), stepsTable(p));
-  el.append(h("h4", null, "Timeline"), renderLanes(timeline));
+  el.append(h("h4", null, "Timeline"), renderLanes(timeline, opts.color));
   return el;
 }
 
 function kernelsTable(p: Profile, opts: ProfileOptions): HTMLElement {
+  const kernelColor = opts.color ?? hashColor;
   const head = h("tr", null, ["kernel", "kind", "runs", "total", "mean", "share", "est. flops", "est. bytes", "achieved", "roof", "bound", "lines"].map((c) => h("th", null, c)));
   const rows = p.kernels.map((k) => {
     const tr = h("tr", { class: "xla-kernel-row", "data-kernel": k.name },
@@ -86,7 +87,7 @@ function stepsTable(p: Profile): HTMLElement {
 }
 
 /** The profiler's lanes (threads) over time: one row per lane, one rectangle per event. */
-export function renderLanes(rows: readonly TimelineRow[]): HTMLElement {
+export function renderLanes(rows: readonly TimelineRow[], kernelColor: (kernel: string) => string = hashColor): HTMLElement {
   if (!rows.length) return h("p", { class: "xla-muted xla-empty" }, "No events recorded.");
   const shown = rows.slice(0, MAX_TIMELINE_EVENTS);
   const lanes: string[] = [];

@@ -1,7 +1,7 @@
 // The Sharding tab (graphs with an SPMD summary): the collectives XLA inserted, a mesh picture per split
 // tensor (which device holds which block) and the tensors every device holds whole. Also the sharding
 // block of a graph node's details. Every user string goes in as text (h / s: textContent).
-import { kernelColor } from "../core/dot";
+import { kernelColor as hashColor } from "../core/dot";
 import { fmtBytes } from "../core/format";
 import {
   deviceColor, devicesLabel, groupsText, meshGrid, shardingLine, sourceText, spmdHeadline, splitTensors,
@@ -13,12 +13,15 @@ export interface ShardingViewOptions {
   /** names of the optimized module's kernels: those collectives link to the Fusion map */
   kernels: ReadonlySet<string>;
   onKernel: (name: string) => void;
+  /** the colour of a kernel (the panel's kernelPalette); default kernelColor */
+  color?: (kernel: string) => string;
 }
 
 const MAX_PICTURES = 24;
 const MAX_CELLS = 256;
 
 export function renderSharding(spmd: Spmd, opts: ShardingViewOptions): HTMLElement {
+  const kernelColor = opts.color ?? hashColor;
   const el = h("div", { class: "xla-sharding" }, h("p", { class: "xla-spmd-headline" }, spmdHeadline(spmd)));
   el.append(h("h4", null, "Collectives"));
   if (!spmd.collectives.length) el.append(h("p", { class: "xla-muted" }, "No collectives: the partitioned module moves no data between devices."));
