@@ -159,3 +159,19 @@ def test_unreadable_numbers_and_deep_nesting_are_format_errors(train_capture):
         CellCapture.from_dict(nested)
     except CaptureFormatError:
         pass  # refused with a clear error, or read: never a RecursionError
+
+
+def test_long_names_and_many_notes_are_clipped_in_every_view(train_capture):
+    """An untrusted notebook's capture with a 600,000-character name and 20,000 notes renders pages
+    of bounded size, saying what was left out."""
+    from xla_lab.view.static_html import capture_html
+    from xla_lab.view.summary import to_html, to_text
+
+    data = train_capture.to_dict()
+    data["graph_name"] = "n" * 600_000
+    data["notes"] = [f"note {i} " + "x" * 50 for i in range(20_000)]
+    capture = CellCapture.from_dict(data)
+    for page in (to_text(capture), to_html(capture), capture_html(capture)):
+        assert len(page) < 400_000, len(page)
+        assert "more (xla_lab.last().notes has them all)" in page
+    assert "more characters" in to_text(capture)

@@ -19,6 +19,22 @@ class KernelRow:
     lines: str
 
 
+MAX_NOTES, MAX_TEXT = 30, 2000  # what a view shows of a capture's notes (untrusted notebooks can hold any)
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` cut at ``limit`` characters, saying how much was left out."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
+def clip_list(items: list[str], limit: int = MAX_NOTES) -> list[str]:
+    """The first ``limit`` items, each clipped, and a line saying how many were left out."""
+    out = [clip(i) for i in items[:limit]]
+    if len(items) > limit:
+        out.append(f"... {len(items) - limit:,} more (xla_lab.last().notes has them all)")
+    return out
+
+
 def fmt_count(n: float, unit: str) -> str:
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
         if n >= scale:

@@ -15,7 +15,7 @@ import time
 from xla_lab.hlo.parser import strip_metadata
 from xla_lab.capture.records import CellCapture, GraphArtifacts
 
-from .details import fmt_bytes, fmt_count, kernel_lines_text, kernel_rows, main_step, memory_line
+from .details import clip_list, fmt_bytes, fmt_count, kernel_lines_text, kernel_rows, main_step, memory_line
 from .panel_model import model_files, source_lines, warnings
 from .summary import MAX_ROWS
 from .summary import to_html as summary_html
@@ -69,7 +69,7 @@ def capture_html(c: CellCapture, *, hlo_lines: int | None = NOTEBOOK_HLO_LINES,
     warns = warnings(c)
     if warns:
         parts.append("<h4>warnings</h4><ul>")
-        parts.extend(f'<li class="warn">{e(w)}</li>' for w in warns)
+        parts.extend(f'<li class="warn">{e(w)}</li>' for w in clip_list(warns))
         parts.append("</ul>")
     step = main_step(c)
     if step is not None and step.fusions:

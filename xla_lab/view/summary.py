@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from xla_lab.capture.records import CellCapture, StepRecord
 
-from .details import KernelRow, kernel_lines_text, kernel_rows, main_step, memory_line, recompile_lines
+from .details import KernelRow, clip, clip_list, kernel_lines_text, kernel_rows, main_step, memory_line, recompile_lines
 from .spmd import spmd_lines
 
 MAX_ROWS = 12
@@ -35,7 +35,7 @@ def _fmt_s(value: float | None) -> str:
 
 
 def headline(c: CellCapture) -> str:
-    name = f' "{c.graph_name}"' if c.graph_name else ""
+    name = f' "{clip(c.graph_name, 80)}"' if c.graph_name else ""
     count = f"[{c.execution_count}]" if c.execution_count is not None else ""
     n = len(c.steps)
     parts = [f"xla_lab cell{count}{name}: {n} step{'s' if n != 1 else ''}",
@@ -187,7 +187,7 @@ def sections(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = Tr
     if c.profile:
         out.append(Profile(profile_lines(c)))
     if details:
-        out.append(Notes(notes(c)))
+        out.append(Notes(clip_list(notes(c))))
     return out
 
 

@@ -207,7 +207,8 @@ export const stepId = (r: StepRef) => `${r.entry.key}#${r.step.index}`;
 export function captureTitle(e: CaptureEntry): string {
   const c = e.model.capture;
   const name = c.graph_name ?? c.steps.find((s) => s.graph_name)?.graph_name ?? null;
-  return `[${c.execution_count ?? " "}]${name ? ` ${name}` : ""}`;
+  const shown = name && name.length > 60 ? `${name.slice(0, 60)}\u2026` : name; // (a label: never a page of text)
+  return `[${c.execution_count ?? " "}]${shown ? ` ${shown}` : ""}`;
 }
 
 export function stepLabel(r: StepRef): string {

@@ -194,7 +194,8 @@ export class XlaSidebar extends Widget {
       h("span", { class: "xla-muted" }, ` \u00b7 ${store.size} capture${store.size === 1 ? "" : "s"}, ${total} step${total === 1 ? "" : "s"}`)));
     this.node.dataset.captures = String(store.size);
     this.errorsEl.hidden = !store.errors.length;
-    this.errorsEl.textContent = store.errors.slice(-3).join("; ");
+    const shown = store.errors.slice(-3).map((e) => (e.length > 300 ? `${e.slice(0, 300)}\u2026` : e));
+    this.errorsEl.textContent = (store.errors.length > 3 ? `${store.errors.length} outputs could not be read; the last 3: ` : "") + shown.join("; ");
     if (!groups.length) {
       this.listEl.append(h("p", { class: "xla-muted xla-lab-empty" }, "No captures yet: run a %%xla cell (or open a notebook saved with its outputs)."));
     }

@@ -38,3 +38,25 @@ function append(el: Element, children: (Child | Child[])[]) {
 export function clear(el: Element) {
   while (el.firstChild) el.removeChild(el.firstChild);
 }
+
+/** `text`, cut at `max` characters with a button that shows the rest: a 600,000-character name or
+ * warning from an untrusted notebook must not make a panel 100,000 px tall. */
+export function clipped(text: string, max = 300): Node {
+  if (text.length <= max) return document.createTextNode(text);
+  const span = h("span", { class: "xla-clipped" }, text.slice(0, max) + "\u2026 ");
+  const more = h("button", { type: "button", class: "xla-link xla-show-all" }, `show all ${text.length.toLocaleString()} characters`);
+  more.addEventListener("click", (e) => { e.stopPropagation(); span.textContent = text; });
+  span.append(more);
+  return span;
+}
+
+/** The first `max` items rendered, and a button that renders the rest. */
+export function clippedList<T>(parent: HTMLElement, items: readonly T[], render: (item: T) => Node, max = 20): HTMLElement {
+  parent.append(...items.slice(0, max).map(render));
+  if (items.length > max) {
+    const more = h("button", { type: "button", class: "xla-link xla-show-all" }, `show ${items.length - max} more`);
+    more.addEventListener("click", () => { more.remove(); parent.append(...items.slice(max).map(render)); });
+    parent.append(more);
+  }
+  return parent;
+}

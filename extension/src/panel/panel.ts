@@ -2,7 +2,7 @@
 import { fmtSeconds } from "../core/format";
 import { kernelColor, kernelPalette } from "../core/dot";
 import { kernelsOf, mainGraphHash, parsePanelModel, parseProgress, type PanelModel, type Progress, type SourceRef } from "../core/model";
-import { clear, h } from "./dom";
+import { clear, clipped, h } from "./dom";
 import { renderFusion, type FusionView } from "./fusion";
 import { GraphView } from "./graph";
 import { renderHlo } from "./hlo";
@@ -83,7 +83,7 @@ export class PanelView {
     clear(this.header);
     this.el.classList.add("xla-no-model");
     this.errorEl.hidden = false;
-    this.errorEl.textContent = message;
+    this.errorEl.replaceChildren(clipped(message, 2000));
   }
 
   /** `t`: when this model arrived (performance.now()); the Graph tab's first-render time counts from it. */
@@ -121,14 +121,15 @@ export class PanelView {
     const c = m.capture, s = m.summary;
     clear(this.header);
     const name = c.graph_name ? ` "${c.graph_name}"` : "";
-    this.header.append(h("span", { class: "xla-title" }, `xla_lab cell[${c.execution_count ?? "?"}]${name}`),
+    this.header.append(h("span", { class: "xla-title" }, clipped(`xla_lab cell[${c.execution_count ?? "?"}]${name}`, 120)),
       h("span", { class: "xla-muted" }, `: ${s.steps} steps, ${s.compiles} compiled, ${s.cache_hits} cache hits` + (s.precompiled ? `, ${s.precompiled} precompiled` : "")));
     const hashes = Object.keys(m.capture.artifacts).length ? Object.keys(m.capture.artifacts) : Object.keys(m.graphs);
     if (hashes.length > 1) {
       const sel = h("select", { class: "xla-graph-select", "aria-label": "graph" });
       for (const hsh of hashes) {
         const steps = c.steps.filter((st) => st.graph_hash === hsh).map((st) => st.index);
-        const label = `${m.graphs[hsh]?.name ?? c.artifacts[hsh]?.graph_name ?? "graph"} ${hsh.slice(0, 8)} (steps ${compactRanges(steps)})`;
+        const graphName = m.graphs[hsh]?.name ?? c.artifacts[hsh]?.graph_name ?? "graph";
+        const label = `${graphName.length > 60 ? graphName.slice(0, 60) + "\u2026" : graphName} ${hsh.slice(0, 8)} (steps ${compactRanges(steps)})`;
         const opt = h("option", { value: hsh }, label);
         if (hsh === this.hash) opt.selected = true;
         sel.append(opt);

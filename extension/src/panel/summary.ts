@@ -1,7 +1,7 @@
 import { fmtSeconds } from "../core/format";
 import type { PanelModel } from "../core/model";
 import { stepRows } from "../core/steps";
-import { h } from "./dom";
+import { clipped, clippedList, h } from "./dom";
 
 export function renderSummary(m: PanelModel): HTMLElement {
   const s = m.summary;
@@ -12,13 +12,14 @@ export function renderSummary(m: PanelModel): HTMLElement {
     stat("trace", fmtSeconds(s.trace_s)), stat("compile", fmtSeconds(s.compile_s)),
     stat("execute", fmtSeconds(s.execute_s)), stat("transfer", fmtSeconds(s.transfer_s)));
   const out = h("div", { class: "xla-summary" }, stats);
-  if (m.capture.error) out.append(h("div", { class: "xla-warning xla-error" }, `The cell raised: ${m.capture.error}`));
+  if (m.capture.error) out.append(h("div", { class: "xla-warning xla-error" }, clipped(`The cell raised: ${m.capture.error}`, 2000)));
   if (s.warnings.length) {
-    out.append(h("h4", null, "Warnings"), h("ul", { class: "xla-warnings" }, s.warnings.map((w) => h("li", { class: "xla-warning" }, w))));
+    out.append(h("h4", null, `Warnings (${s.warnings.length})`),
+      clippedList(h("ul", { class: "xla-warnings" }), s.warnings, (w) => h("li", { class: "xla-warning" }, clipped(w, 600))));
   }
   if (s.recompiles.length) {
     out.append(h("h4", null, "Recompile reasons"),
-      h("ul", { class: "xla-recompiles" }, s.recompiles.map((r) => h("li", null, h("b", null, `step ${r.step}: `), r.reason))));
+      clippedList(h("ul", { class: "xla-recompiles" }), s.recompiles, (r) => h("li", null, h("b", null, `step ${r.step}: `), clipped(r.reason, 1500)), 50));
   }
   const rows = stepRows(m.capture.steps);
   const shown = rows.slice(0, 200);
@@ -27,7 +28,7 @@ export function renderSummary(m: PanelModel): HTMLElement {
     h("tbody", null, shown.map((r) => h("tr", { class: `xla-cache-${r.cache}` },
       h("td", null, r.count > 1 ? `${r.first}-${r.last} (${r.count}\u00d7)` : String(r.first)),
       h("td", null, r.cache), h("td", { class: "xla-num" }, fmtSeconds(r.compile_s)), h("td", { class: "xla-num" }, fmtSeconds(r.execute_s)),
-      h("td", null, r.cause, r.line != null ? ` @ line ${r.line}` : "", r.code ? h("code", null, `: ${r.code}`) : "")))));
+      h("td", null, clipped(r.cause, 300), r.line != null ? ` @ line ${r.line}` : "", r.code ? h("code", null, clipped(`: ${r.code}`, 200)) : "")))));
   out.append(h("h4", null, "Steps"), table);
   if (rows.length > shown.length) out.append(h("p", { class: "xla-muted" }, `${rows.length - shown.length} more rows`));
   return out;
