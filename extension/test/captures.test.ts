@@ -57,6 +57,20 @@ describe("captures in notebook outputs", () => {
 });
 
 describe("CaptureStore", () => {
+  it("lists a saved run and the live run of the same notebook cell once each, as runs 1 and 2", () => {
+    // nbclient saved the output (cell id from the source), JupyterLab ran it again (its own cell id)
+    const s = new CaptureStore();
+    const saved = runModel("source-1a2b", 4, 10, 8);
+    const live = runModel("5f0c-jupyterlab", 4, 20, 8);
+    s.add(saved, "nb-cell-4", "saved");
+    s.add(live, "nb-cell-4", "live");
+    const cells = s.cells(["nb-cell-4"]);
+    expect(cells).toHaveLength(1);
+    expect(cells[0].runs.map((e) => [e.run, e.origin])).toEqual([[1, "saved"], [2, "live"]]);
+    const labels = s.steps(["nb-cell-4"]).map(stepLabel);
+    expect(new Set(labels).size).toBe(labels.length); // every compare choice tells itself apart
+  });
+
   it("keeps runs of a cell, numbers them oldest first, and dedupes the same capture seen live and saved", () => {
     const s = new CaptureStore();
     const r2 = runModel("cell-a", 5, 20, 6);
@@ -77,7 +91,7 @@ describe("CaptureStore", () => {
     const steps = s.steps(["nb-cell-1"]);
     expect(steps.map((r) => `${r.entry.run}:${r.step.index}`)).toEqual(["1:0", "1:1", "1:2", "1:3", "2:0"]);
     expect(stepListOf(e1).map((r) => [r.first, r.last, r.cache])).toEqual([[0, 0, "miss"], [1, 1, "miss"], [2, 3, "hit"]]);
-    expect(stepLabel(steps[1])).toBe("[3] train run 1 \u00b7 step 1 (miss)");
+    expect(stepLabel(steps[1])).toBe("[3] train run 1 (saved) \u00b7 step 1 (miss)");
     expect(s.find(stepId(steps[4]))!.step.index).toBe(0);
     expect(s.find("nope#1")).toBeNull();
     // the cell ran again: the old output is gone from the notebook, the run stays listed

@@ -71,7 +71,7 @@ export class CaptureStore {
     if (this.bad.has(key)) return null;
     const old = this.byKey.get(key);
     if (old) {
-      if (cellModelId && !old.cellModelId) old.cellModelId = cellModelId;
+      if (cellModelId && !old.cellModelId) { old.cellModelId = cellModelId; this.renumber(); }
       old.inNotebook = old.inNotebook || cellModelId !== null;
       return old;
     }
@@ -130,16 +130,7 @@ export class CaptureStore {
   get(key: string) { return this.byKey.get(key); }
 
   private renumber() {
-    const byCell = new Map<string, CaptureEntry[]>();
-    for (const e of this.byKey.values()) {
-      const id = e.model.capture.cell_id || e.cellModelId || e.key;
-      const list = byCell.get(id);
-      if (list) list.push(e); else byCell.set(id, [e]);
-    }
-    for (const list of byCell.values()) {
-      list.sort(byTime);
-      list.forEach((e, i) => { e.run = i + 1; });
-    }
+    for (const list of groupByCell(this.byKey.values()).values()) list.forEach((e, i) => { e.run = i + 1; });
   }
 
   /**
@@ -148,14 +139,8 @@ export class CaptureStore {
    */
   cells(cellOrder: readonly string[] = []): { cellId: string; cellModelId: string | null; runs: CaptureEntry[] }[] {
     const pos = new Map(cellOrder.map((id, i) => [id, i]));
-    const groups = new Map<string, CaptureEntry[]>();
-    for (const e of this.byKey.values()) {
-      const id = e.model.capture.cell_id || e.cellModelId || e.key;
-      const list = groups.get(id);
-      if (list) list.push(e); else groups.set(id, [e]);
-    }
+    const groups = groupByCell(this.byKey.values());
     const out = [...groups].map(([cellId, runs]) => {
-      runs.sort(byTime);
       const cm = runs.map((r) => r.cellModelId).find((x) => x) ?? (pos.has(cellId) ? cellId : null);
       return { cellId, cellModelId: cm, runs };
     });
@@ -179,6 +164,38 @@ export class CaptureStore {
     const s = e?.model.capture.steps.find((st) => st.index === idx);
     return e && s ? { entry: e, step: s } : null;
   }
+}
+
+/** Captures grouped by cell. Two captures are of the same cell when they share the notebook cell whose
+ * output holds them, or the cell id the kernel recorded: a saved output and the live run of the same cell
+ * carry different kernel-side ids (nbclient's and JupyterLab's) but sit in one notebook cell. */
+function groupByCell(entries: Iterable<CaptureEntry>): Map<string, CaptureEntry[]> {
+  const parent = new Map<string, string>();
+  const find = (x: string): string => {
+    let r = x;
+    while (parent.get(r) !== r) r = parent.get(r)!;
+    parent.set(x, r);
+    return r;
+  };
+  const link = (a: string, b: string) => { parent.set(find(a), find(b)); };
+  const idsOf = (e: CaptureEntry) => [e.model.capture.cell_id ? `c:${e.model.capture.cell_id}` : null, e.cellModelId ? `m:${e.cellModelId}` : null, `k:${e.key}`]
+    .filter((x): x is string => x !== null);
+  const all = [...entries];
+  for (const e of all) for (const id of idsOf(e)) if (!parent.has(id)) parent.set(id, id);
+  for (const e of all) { const [first, ...rest] = idsOf(e); for (const id of rest) link(id, first); }
+  const roots = new Map<string, CaptureEntry[]>();
+  for (const e of all) {
+    const r = find(idsOf(e)[0]);
+    const list = roots.get(r);
+    if (list) list.push(e); else roots.set(r, [e]);
+  }
+  const out = new Map<string, CaptureEntry[]>();
+  for (const list of roots.values()) {
+    list.sort(byTime);
+    const first = list[0];
+    out.set(first.model.capture.cell_id || first.cellModelId || first.key, list);
+  }
+  return out;
 }
 
 function byTime(a: CaptureEntry, b: CaptureEntry) {
@@ -212,7 +229,8 @@ export function captureTitle(e: CaptureEntry): string {
 }
 
 export function stepLabel(r: StepRef): string {
-  return `${captureTitle(r.entry)} run ${r.entry.run} \u00b7 step ${r.step.index} (${r.step.cache})`;
+  const saved = r.entry.origin === "saved" ? " (saved)" : "";
+  return `${captureTitle(r.entry)} run ${r.entry.run}${saved} \u00b7 step ${r.step.index} (${r.step.cache})`;
 }
 
 /** The step list of a capture with identical cache hits folded (steps 2-99, 98x hit). */
