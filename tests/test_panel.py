@@ -93,6 +93,23 @@ def test_model_graphs_nodes_edges_and_kernels(mlp_runs):
         assert any(n["scope"] and "adam.py" in n["scope"] for n in g["nodes"])
 
 
+def test_a_cache_hit_run_names_its_own_cell_in_every_line(mlp_runs):
+    """The second run hits the graphs the first run compiled: kernel lines, graph nodes and the text
+    summary name the second run's prompt (the first one's may no longer exist in the notebook)."""
+    from xla_lab.view.summary import to_text
+
+    first, second = mlp_runs
+    assert first.execution_count != second.execution_count
+    model = panel_model(second, [first])
+    cells = {ln["cell"] for art in model["capture"]["artifacts"].values() for k in art["fusions"] for ln in k["lines"]}
+    assert second.execution_count in cells and first.execution_count not in cells, cells
+    node_cells = {n["cell"] for g in model["graphs"].values() for n in g["nodes"] if n["cell"] is not None}
+    assert node_cells and first.execution_count not in node_cells, node_cells
+    assert f"[{second.execution_count}]:" in to_text(second) and f"[{first.execution_count}]:" not in to_text(second)
+    # the stored graph is shared, not rewritten: the first run still names its own prompt
+    assert f"[{first.execution_count}]:" in to_text(first)
+
+
 def test_model_source_lines_summary_and_runs(mlp_runs):
     first, second = mlp_runs
     model = panel_model(second, [first])

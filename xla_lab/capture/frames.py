@@ -93,3 +93,17 @@ def fmt_line(ln: dict) -> str:
     if cell is not None:
         return f"[{cell}]:{ln['line']}"
     return f"{(ln.get('file') or '').rsplit('/', 1)[-1]}:{ln['line']}"
+
+
+def current_line(ln: dict, execution_count: int | None, source: str, compiled_in: int | None) -> dict:
+    """A line recorded when the graph compiled (``[3]:4``, the run of the cell that compiled it) as the
+    run being shown (``[4]:4``), when that run is of the same cell text: a cache hit reuses the graph, and
+    its lines must name the cell as it is now, not a prompt the notebook may no longer have."""
+    cell = ln.get("cell")
+    if cell is None or compiled_in is None or cell != compiled_in or cell == execution_count or execution_count is None:
+        return ln
+    lines = source.splitlines()
+    n = ln.get("line")
+    if isinstance(n, int) and 1 <= n <= len(lines) and (ln.get("code") in (None, lines[n - 1].strip())):
+        return {**ln, "cell": execution_count}
+    return ln

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from xla_lab.capture.frames import current_line
+
 OVERHEAD_NS = 5_000  # a kernel whose mean time is below this is mostly launch cost: "overhead-bound"
 NO_LINE = "(no source line)"
 
@@ -67,9 +69,14 @@ def kernel_times(capture) -> list[KernelTime]:
         analysed = {k["name"]: k for k in (art.fusions or [])} if art is not None else {}
         for name, (count, total, longest) in graph.get("kernels", {}).items():
             k = analysed.get(name)
+            compiled_in = art.compiled_in if art is not None else None
+
+            def now(lines: list[dict], compiled_in=compiled_in) -> list[dict]:  # as this run names them
+                return [current_line(ln, capture.execution_count, capture.source, compiled_in) for ln in lines]
+
             row = KernelTime(graph_hash, name, k["kind"] if k else "?", int(count), float(total), float(longest), 0.0,
                              int(k["flops"]) if k else 0, int(k["bytes"]) if k else 0,
-                             list(k["lines"]) if k else [], list(k.get("model_lines") or []) if k else [],
+                             now(k["lines"]) if k else [], now(k.get("model_lines") or []) if k else [],
                              list(k["aten_ops"]) if k else [], list(k["sources"]) if k else [], known=k is not None)
             _roofline(row, peaks)
             rows.append(row)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from xla_lab.capture.frames import current_line
 from xla_lab.capture.ir_graph import parse_ir_text
 from xla_lab.capture.records import CellCapture, GraphArtifacts
 
@@ -40,12 +41,15 @@ def panel_model(capture: CellCapture, runs: list[CellCapture] | tuple = ()) -> d
     arts = capture.artifacts()
     step = main_step(capture)
     main = step.graph_hash if step is not None and step.graph_hash in arts else None
+    data = capture.to_dict()
+    _current_lines(data, capture)
     return {
         "schema": SCHEMA,
-        "capture": capture.to_dict(),
+        "capture": data,
         "summary": summary(capture),
         "main_graph": main,
-        "graphs": {h: graph_model(a, [s.index for s in capture.steps if s.graph_hash == h]) for h, a in arts.items()},
+        "graphs": {h: graph_model(a, [s.index for s in capture.steps if s.graph_hash == h], capture)
+                   for h, a in arts.items()},
         "source_lines": source_lines(capture),
         "model_files": model_files(capture),
         "runs": [run_model(r) for r in earlier + [capture]],
@@ -87,8 +91,22 @@ def warnings(c: CellCapture) -> list[str]:
 
 
 # --- graphs -------------------------------------------------------------------------------------
-def graph_model(art: GraphArtifacts, steps: list[int] | None = None) -> dict:
-    """Nodes, edges and roots of one graph, each node with its kernel, scope and cell line."""
+def _current_lines(data: dict, c: CellCapture) -> None:
+    """In the capture's copy: kernel lines recorded by the run that compiled a graph name this run when
+    the cell's text is the same (capture/frames.py current_line)."""
+    for art in (data.get("artifacts") or {}).values():
+        compiled_in = art.get("compiled_in")
+        if compiled_in is None or compiled_in == c.execution_count:
+            continue
+        for k in art.get("fusions") or []:
+            for key in ("lines", "model_lines"):
+                if k.get(key):
+                    k[key] = [current_line(ln, c.execution_count, c.source, compiled_in) for ln in k[key]]
+
+
+def graph_model(art: GraphArtifacts, steps: list[int] | None = None, capture: CellCapture | None = None) -> dict:
+    """Nodes, edges and roots of one graph, each node with its kernel, scope and cell line (as the
+    ``capture`` being shown names it, when given)."""
     info = art.node_info if art.ir_source == "hlo-before" and art.node_info and "ids" in art.node_info else None
     at = {node_id: i for i, node_id in enumerate(info["ids"])} if info else {}
     nodes, edges, roots = [], [], []
@@ -101,6 +119,8 @@ def graph_model(art: GraphArtifacts, steps: list[int] | None = None) -> dict:
                 scope = info["scopes"][info["scope"][i]]
             if info["line"][i] >= 0:
                 ln = info["lines"][info["line"][i]]
+                if capture is not None:
+                    ln = current_line(ln, capture.execution_count, capture.source, art.compiled_in)
                 cell, line, code = ln.get("cell"), ln.get("line"), ln.get("code")
         elif n.location:
             scope = n.location

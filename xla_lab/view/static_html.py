@@ -73,7 +73,7 @@ def capture_html(c: CellCapture, *, hlo_lines: int | None = NOTEBOOK_HLO_LINES,
         parts.append("</ul>")
     step = main_step(c)
     if step is not None and step.fusions:
-        parts.append(_kernels_table(step, kernels))
+        parts.append(_kernels_table(step, kernels, c))
         parts.append(_annotated_source(c))
     if step is not None and step.memory:
         parts.append(_memory(step))
@@ -92,8 +92,8 @@ def capture_html(c: CellCapture, *, hlo_lines: int | None = NOTEBOOK_HLO_LINES,
     return "".join(parts)
 
 
-def _kernels_table(step, top: int | None) -> str:
-    rows = kernel_rows(step, top=top)
+def _kernels_table(step, top: int | None, c: CellCapture) -> str:
+    rows = kernel_rows(step, top=top, capture=c)
     out = [f"<h4>kernels of step {step.index}'s graph ({len(step.fusions)}, by flops)</h4>",
            "<table><tr><th>kernel</th><th>kind</th><th class=\"num\">flops</th><th class=\"num\">bytes</th>"
            "<th>members</th><th>aten ops</th><th>lines</th></tr>"]

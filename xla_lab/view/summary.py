@@ -180,7 +180,7 @@ def sections(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = Tr
     out.append(Recompiles(recompile_lines(c)))
     step = main_step(c)
     if details and step is not None and step.fusions:
-        out.append(Kernels(step.index, len(step.fusions), kernel_rows(step, top=max_rows and 6)))
+        out.append(Kernels(step.index, len(step.fusions), kernel_rows(step, top=max_rows and 6, capture=c)))
     if details and step is not None and memory_line(step):
         out.append(Memory(step.index, memory_line(step)))
     out.append(Spmd(_spmd(step, max_rows)))
