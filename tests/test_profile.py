@@ -216,3 +216,38 @@ def test_panel_model_and_compare_of_two_profiled_runs(ip, xla_cell, profiled):
     assert panel_model(xla_cell("z = prof_x.sum()", "-q"))["profile"] is None
     html = capture_html(later)
     assert "measured time" in html and "dot" in html
+
+
+def test_join_pairs_ends_and_skips_a_step_that_ran_no_kernel():
+    """The pure join on hand-made events: a kernel runs from its start to its later `end:` event
+    (paired by flow id, or in order); a step whose graph ran no kernel gets no device time and does not
+    take a later step's execution; an execution of another module is counted as not the cell's."""
+    from xla_lab.profile.join import StepInfo, join_profile
+    from xla_lab.profile.xplane import Event, Line, Plane
+
+    def kernel(name, module, start, dur, flow=None):
+        stats = {"hlo_module": module}
+        if flow is not None:
+            stats["_p"] = flow
+        return Event(name, start, dur, stats)
+
+    dispatch = "PjRtComputationClient::ExecuteComputation"
+    host = Line("python", [Event(dispatch, 0, 5, {}), Event(dispatch, 100, 5, {}), Event(dispatch, 200, 5, {}),
+                           Event(dispatch, 300, 5, {})])
+    device = Line("tf_XLAPjRtCpuClient/1", [
+        kernel("dot.1", "m.A", 10, 2, flow=7), kernel("add.2", "m.A", 40, 10),
+        kernel("mul.3", "m.Other", 110, 10),
+        kernel("dot.1", "m.A", 210, 2), kernel("add.2", "m.A", 240, 10),
+    ])
+    ends = Line("tf_XLAEigen/2", [Event("end: dot.1", 30, 1, {"_c": 7}), Event("end: dot.1", 230, 1, {})])
+    steps = [StepInfo(0, "m.A", "ha", frozenset({"dot.1", "add.2"})),
+             StepInfo(1, "m.B", "hb", frozenset({"copy"})),
+             StepInfo(2, "m.A", "ha", frozenset({"dot.1", "add.2"}))]
+    record = join_profile([Plane("/host:CPU", [host, device, ends])], steps)
+    assert [r["step"] for r in record["steps"]] == [0, 2]
+    kernels = record["graphs"]["ha"]["kernels"]
+    assert kernels["dot.1"] == [2, 21 + 21, 21]  # 10 -> 31 by flow, 210 -> 231 in order
+    assert kernels["add.2"] == [2, 20, 10]
+    first = record["steps"][0]
+    assert first["span_ns"] == 40 and first["busy_ns"] == 31 and first["kernel_ns"] == 31
+    assert record["unmatched_executions"] == 1 and record["unmatched_ns"] == 10

@@ -13,6 +13,7 @@ one waits for the buffers of the last), so a kernel belongs to the latest dispat
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from .xplane import Event, Plane
@@ -123,8 +124,6 @@ def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
     # by module changes
     groups: list[list[_Kernel]] = []
     if dispatches:
-        import bisect
-
         by_dispatch: dict[int, list[_Kernel]] = {}
         for k in kernels:
             i = bisect.bisect_right(dispatches, k.start) - 1
@@ -141,14 +140,17 @@ def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
     unmatched_ns, unmatched = 0.0, 0
     g = 0
     for step in steps:
-        while g < len(groups) and step.module is not None and groups[g][0].module != step.module:
+        # the next execution of this step's module; a step with none left ran no kernel (a graph
+        # that only passes data through): it gets no device time, and takes nothing from later steps
+        j = g if step.module is None else next(
+            (i for i in range(g, len(groups)) if groups[i][0].module == step.module), None)
+        if j is None or j >= len(groups):
+            continue
+        for skipped in groups[g:j]:
             unmatched += 1
-            unmatched_ns += sum(k.end - k.start for k in groups[g])
-            g += 1
-        if g >= len(groups):
-            break
-        matched.append((step, groups[g]))
-        g += 1
+            unmatched_ns += sum(k.end - k.start for k in skipped)
+        matched.append((step, groups[j]))
+        g = j + 1
     for rest in groups[g:]:
         unmatched += 1
         unmatched_ns += sum(k.end - k.start for k in rest)
@@ -181,8 +183,6 @@ def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
 
     # host activity belongs to the step whose device work follows it
     starts = [t0 + row["start_ns"] for row in step_rows]
-    import bisect
-
     for start, end, key in host_events:
         i = min(bisect.bisect_left(starts, start), len(step_rows) - 1) if step_rows else -1
         if i >= 0:
