@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { collapseGraph } from "../src/core/collapse";
-import { dotString, kernelColor, NO_KERNEL_COLOR, toDot, kernelPalette } from "../src/core/dot";
+import { dotString, kernelColor, NO_KERNEL_COLOR, toDot, kernelPalette, hslHex } from "../src/core/dot";
 import { chain, node } from "./fixtures";
 
 describe("DOT", () => {
@@ -49,6 +49,9 @@ describe("kernelPalette", () => {
     const many = Array.from({ length: 60 }, (_, i) => ({ name: `k.${i}`, flops: i }));
     const c2 = kernelPalette(many);
     expect(new Set(many.map((k) => c2(k.name))).size).toBe(60);
+    expect(many.every((k) => /^#[0-9a-f]{6}$/.test(c2(k.name)))).toBe(true); // Graphviz reads hex only
+    expect(hslHex(0, 1, 0.5)).toBe("#ff0000");
+    expect(hslHex(120, 1, 0.5)).toBe("#00ff00");
     expect(c2(null)).toBe(NO_KERNEL_COLOR);
     expect(c2("not.in.graph")).toBe(kernelColor("not.in.graph"));
   });

@@ -132,3 +132,12 @@ def run_all_cells(page) -> None:
     """Run > Run All Cells, as a user would."""
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
+
+
+def assert_legible(page, graph) -> None:
+    """Every node label drawn in ``graph`` (an .xla-graph locator) is at least 9 CSS px tall."""
+    page.wait_for_timeout(300)  # (the first view is set on the next animation frame)
+    heights = graph.locator("g.node text").evaluate_all(
+        "els => els.filter(e => { const r = e.getBoundingClientRect(); return r.width > 0; })"
+        ".map(e => e.getBoundingClientRect().height)")
+    assert heights and min(heights) >= 9, (graph.get_attribute("data-view"), sorted(heights)[:5])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyterlab_server import chromium_page, jupyter_lab, open_notebook, write_notebook
+from jupyterlab_server import assert_legible, chromium_page, jupyter_lab, open_notebook, write_notebook
 from test_panel_browser import FIRST_RENDER_GOAL_MS  # skips as that module does
 
 pytestmark = pytest.mark.browser
@@ -169,6 +169,7 @@ def _drive(lab, page):
     detail.locator(".xla-tab[data-tab='memory']").click()
     assert "peak" in detail.locator(".xla-pane-memory").inner_text()
     detail.locator(".xla-tab[data-tab='graph']").click()
+    assert_legible(page, detail.locator(".xla-graph"))  # its first view: labels of 9 CSS px or more
     _shot(page, "02_step_view")
 
     # compare two runs: run 1's last step vs run 2's first step (the short batch)

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from jupyterlab_server import CHROMIUM, chromium_page, jupyter_lab, new_tab, open_notebook, run_all_cells, write_notebook
+from jupyterlab_server import CHROMIUM, assert_legible, chromium_page, jupyter_lab, new_tab, open_notebook, run_all_cells, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -190,10 +190,21 @@ def _drive(lab, page):
     assert train.locator(".xla-stat").count() >= 8
     _shot(train, "01_summary")
 
-    # Graph: click a single node, check its details
+    # Graph: opens legible (labels of at least 9 CSS px: the whole graph if it fits so, else the
+    # heaviest kernel's neighbourhood), then click a single node, check its details
     train.locator(".xla-tab[data-tab='graph']").click()
     graph = train.locator(".xla-graph")
-    node = graph.locator("g.node.xla-node").filter(has_text=re.compile(r"addmm|mm|relu|mse|mean|pow|sub")).first
+    assert_legible(page, graph)
+    # (a node in view: the first view may show only the heaviest kernel's part of the graph)
+    node_id = graph.evaluate("""el => {
+        const vp = el.querySelector('.xla-graph-viewport').getBoundingClientRect();
+        const inView = (g) => { const r = g.getBoundingClientRect();
+            return r.left >= vp.left && r.right <= vp.right && r.top >= vp.top && r.bottom <= vp.bottom; };
+        const g = [...el.querySelectorAll('g.node.xla-node')]
+            .find((g) => /addmm|mm|relu|mse|mean|pow|sub/.test(g.textContent) && inView(g));
+        return g ? g.id : null; }""")
+    assert node_id, "no op node in the first view"
+    node = graph.locator(f"g.node#{node_id}")
     node.click()
     title = graph.locator(".xla-graph-details .xla-node-title").inner_text()
     details = graph.locator(".xla-graph-details dl").inner_text()
@@ -272,6 +283,7 @@ def _drive(lab, page):
     assert ms <= FIRST_RENDER_GOAL_MS
     big.locator(".xla-tab[data-tab='graph']").click()
     big.scroll_into_view_if_needed()
+    assert_legible(page, big.locator(".xla-graph"))
     # open the biggest group (the loop's line), then one of its chunks: each a bounded layout
     expand_ms = []
     for pick in ("line 3", "nodes 121-240"):

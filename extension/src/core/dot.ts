@@ -29,9 +29,20 @@ export function kernelPalette(kernels: readonly { name: string; flops?: number; 
     if (assigned.has(k.name)) return;
     const n = assigned.size;
     assigned.set(k.name, n < PALETTE.length ? PALETTE[n]
-      : `hsl(${Math.round(((n - PALETTE.length) * 137.508 + 20) % 360)}, ${n % 3 === 0 ? 70 : 55}%, ${n % 2 ? 72 : 82}%)`);
+      : hslHex(((n - PALETTE.length) * 137.508 + 20) % 360, n % 3 === 0 ? 0.7 : 0.55, n % 2 ? 0.72 : 0.82));
   });
   return (kernel) => (kernel ? assigned.get(kernel) ?? kernelColor(kernel) : NO_KERNEL_COLOR);
+}
+
+/** An HSL colour as #rrggbb (Graphviz reads hex, not CSS hsl()). */
+export function hslHex(h: number, s: number, l: number): string {
+  const a = s * Math.min(l, 1 - l);
+  const f = (n: number) => {
+    const k = (n + h / 30) % 12;
+    const c = l - a * Math.max(-1, Math.min(k - 3, 9 - k, 1));
+    return Math.round(255 * c).toString(16).padStart(2, "0");
+  };
+  return `#${f(0)}${f(8)}${f(4)}`;
 }
 
 /** A DOT double-quoted string. Backslashes are doubled so Graphviz escapes (\N, \l, \G) cannot fire. */

@@ -23,7 +23,14 @@ export interface GraphViewOptions {
   nodeDetails?: (n: GraphNode) => Node | null;
   /** the colour of a kernel (the panel's kernelPalette); default kernelColor */
   color?: (kernel: string | null | undefined) => string;
+  /** where the first view of a graph too big to read whole starts: a node id (the panel gives a node of
+   * the heaviest kernel) and what to call it */
+  focus?: (g: Graph) => { node: number; what: string } | null;
 }
+
+/** Graphviz draws labels at 10 units: below this scale they are under 9 CSS px, too small to read. */
+export const MIN_LEGIBLE_SCALE = 0.9;
+const LEGEND = "Colour = the kernel a node ended in (white: none). Drag to pan, wheel to zoom.";
 
 export class GraphView {
   readonly el: HTMLElement;
@@ -40,6 +47,7 @@ export class GraphView {
   private readonly viewport: HTMLElement;
   private readonly canvas: HTMLElement;
   private readonly status: HTMLElement;
+  private readonly hint: HTMLElement;
   private readonly details: HTMLElement;
   private readonly search: HTMLInputElement;
   private readonly searchInfo: HTMLElement;
@@ -58,13 +66,13 @@ export class GraphView {
     this.viewport = h("div", { class: "xla-graph-viewport", tabindex: 0 }, this.canvas);
     this.details = h("div", { class: "xla-graph-details" }, h("p", { class: "xla-muted" }, "Click a node for its details; click a group to open it."));
     const fit = h("button", { class: "xla-btn", type: "button", title: "fit the graph to the view" }, "Fit");
-    fit.addEventListener("click", () => this.fit());
+    fit.addEventListener("click", () => { this.fit(); this.el.dataset.view = "fit"; this.hint.textContent = LEGEND; });
     const collapseAll = h("button", { class: "xla-btn", type: "button", title: "close every open group" }, "Collapse all");
     collapseAll.addEventListener("click", () => { this.expanded = new Set(); this.selected = null; void this.render(); });
     this.el = h("div", { class: "xla-graph" },
       h("div", { class: "xla-toolbar" }, this.search, this.searchInfo, fit, collapseAll, this.status),
       h("div", { class: "xla-graph-body" }, this.viewport, this.details),
-      h("div", { class: "xla-muted xla-legend" }, "Colour = the kernel a node ended in (white: none). Drag to pan, wheel to zoom."));
+      this.hint = h("div", { class: "xla-muted xla-legend" }, LEGEND));
     this.search.addEventListener("input", () => {
       clearTimeout(this.searchTimer);
       this.searchTimer = setTimeout(() => this.runSearch(), 120);
@@ -145,7 +153,7 @@ export class GraphView {
     }
     this.markSelection();
     if (focusNode !== undefined) this.centerOn(focusNode);
-    else if (!this.restoreView) this.fit();
+    else if (!this.restoreView) this.firstView();
     this.restoreView = false;
   }
 
@@ -278,6 +286,19 @@ export class GraphView {
     this.canvas.style.transform = `translate(${this.tx}px, ${this.ty}px) scale(${this.scale})`;
   }
 
+  /** The whole graph when its labels stay legible; else legible labels around the part that matters
+   * (the heaviest kernel), the rest a pan or the Fit button away. */
+  firstView() {
+    this.fit();
+    const focus = this.scale < MIN_LEGIBLE_SCALE && this.graph ? this.opts.focus?.(this.graph) ?? null : null;
+    this.hint.textContent = LEGEND;
+    if (!focus) { this.el.dataset.view = "fit"; return; }
+    this.scale = 1;
+    this.centerOn(focus.node, 1);
+    this.el.dataset.view = "focus";
+    this.hint.textContent = `${LEGEND} Showing ${focus.what} at a readable size; Fit shows the whole graph.`;
+  }
+
   fit() {
     if (!this.svg) return;
     const w = Number(this.svg.getAttribute("width")) || 1, hgt = Number(this.svg.getAttribute("height")) || 1;
@@ -288,7 +309,7 @@ export class GraphView {
     this.apply();
   }
 
-  private centerOn(nodeId: number) {
+  private centerOn(nodeId: number, scale?: number) {
     if (!this.svg || !this.visible) return;
     const u = this.visible.unitOf.get(nodeId);
     const g = u !== undefined ? this.svg.querySelector<SVGGraphicsElement>(`g#${unitDotId(u)}`) : null;
@@ -303,7 +324,7 @@ export class GraphView {
       const p = new DOMPoint(cx, cy).matrixTransform(sctm.inverse().multiply(ctm));
       cx = p.x; cy = p.y;
     } else if (vb) { cy += vb.height; }
-    this.scale = Math.max(this.scale, 0.8);
+    this.scale = scale ?? Math.max(this.scale, 0.8);
     const vw = this.viewport.clientWidth || 800, vh = this.viewport.clientHeight || 480;
     this.tx = vw / 2 - cx * this.scale;
     this.ty = vh / 2 - cy * this.scale;

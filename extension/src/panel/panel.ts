@@ -1,7 +1,7 @@
 // The per-cell panel: tabs over one panel model, plus live progress while the cell compiles.
 import { fmtSeconds } from "../core/format";
 import { kernelColor, kernelPalette } from "../core/dot";
-import { kernelsOf, mainGraphHash, parsePanelModel, parseProgress, type PanelModel, type Progress, type SourceRef } from "../core/model";
+import { kernelsOf, mainGraphHash, parsePanelModel, type Graph, parseProgress, type PanelModel, type Progress, type SourceRef } from "../core/model";
 import { clear, clipped, h } from "./dom";
 import { renderFusion, type FusionView } from "./fusion";
 import { GraphView } from "./graph";
@@ -57,7 +57,7 @@ export class PanelView {
     this.graphView = new GraphView({ getViz: opts.getViz, t0, onKernel: (k) => this.showKernel(k),
       onNode: opts.sourceOnClick ? src && nodeRef : undefined, onLine: src && nodeRef,
       nodeDetails: (n) => { const ns = this.shardings.get(n.id); return ns ? nodeShardingDetails(ns) : null; },
-      color: (k) => this.colors(k) });
+      color: (k) => this.colors(k), focus: (g) => this.heaviestNode(g) });
     this.header = h("div", { class: "xla-header" });
     this.progressEl = h("div", { class: "xla-progress", hidden: true, role: "status", "aria-live": "polite" });
     this.errorEl = h("div", { class: "xla-warning xla-error", hidden: true, role: "alert" });
@@ -171,7 +171,7 @@ export class PanelView {
     for (const [name, p] of this.panes) p.hidden = name !== t;
     this.el.dataset.tab = t;
     if (this.model && !this.built.has(t)) this.build(t);
-    if (t === "graph") requestAnimationFrame(() => { if (this.graphView.el.dataset.rendered === "svg" && !this.graphView.el.dataset.fitted) { this.graphView.el.dataset.fitted = "1"; this.graphView.fit(); } });
+    if (t === "graph") requestAnimationFrame(() => { if (this.graphView.el.dataset.rendered === "svg" && !this.graphView.el.dataset.fitted) { this.graphView.el.dataset.fitted = "1"; this.graphView.firstView(); } });
   }
 
   private build(t: TabName) {
@@ -192,6 +192,19 @@ export class PanelView {
     else if (t === "sharding") pane.append(this.spmd ? renderSharding(this.spmd, { kernels: new Set(kernels.map((k) => k.name)), onKernel: (k) => this.showKernel(k), color: this.colors })
       : h("p", { class: "xla-warning xla-error" }, this.spmdError ?? "No SPMD summary for this graph."));
     this.built.add(t);
+  }
+
+  /** A node of the current graph's heaviest kernel (by flops, then bytes): where a graph too big to read
+   * whole opens. */
+  private heaviestNode(g: Graph): { node: number; what: string } | null {
+    if (!this.model) return null;
+    const kernels = [...kernelsOf(this.model, this.hash)].sort((a, b) => (b.flops - a.flops) || (b.bytes - a.bytes));
+    for (const k of kernels) {
+      const n = g.nodes.find((x) => x.kernel === k.name);
+      if (n) return { node: n.id, what: `the heaviest kernel, ${k.name}` };
+    }
+    const first = g.nodes.find((x) => x.line != null && x.op !== "xla::device_data");
+    return first ? { node: first.id, what: `line ${first.line}` } : null;
   }
 
   showKernel(name: string) {
