@@ -177,6 +177,16 @@ def _drive(lab, page):
     b_id = train_runs.nth(1).locator(".xla-lab-step").first.get_attribute("data-step-id")
     side.locator(".xla-lab-select-a").select_option(a_id)
     side.locator(".xla-lab-select-b").select_option(b_id)
+    # the side panel fits its width, Compare choices (long labels) included: nothing scrolls sideways
+    overflow = page.evaluate("""() => [...document.querySelectorAll('#xla-lab-sidebar, #xla-lab-sidebar *')]
+        .filter((el) => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'hidden'
+                        && el.tagName !== 'SELECT' && el.tagName !== 'OPTION')
+        .map((el) => `${el.className} ${el.scrollWidth}>${el.clientWidth}`)""")
+    assert not overflow, overflow
+    side_box = side.bounding_box()
+    for el in side.locator(".xla-lab-compare, .xla-lab-cell, .xla-lab-select-a").all():
+        box = el.bounding_box()
+        assert box["x"] >= side_box["x"] - 1 and box["x"] + box["width"] <= side_box["x"] + side_box["width"] + 1, box
     side.locator(".xla-lab-compare-btn").click()
     cmp = page.locator("#xla-lab-detail[data-mode='compare'] .xla-lab-compare-view")
     cmp.wait_for(timeout=30_000)
