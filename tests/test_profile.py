@@ -255,3 +255,24 @@ def test_join_pairs_ends_and_skips_a_step_that_ran_no_kernel():
     first = record["steps"][0]
     assert first["span_ns"] == 40 and first["busy_ns"] == 31 and first["kernel_ns"] == 31
     assert record["unmatched_executions"] == 1 and record["unmatched_ns"] == 10
+
+
+def test_join_keeps_an_execution_whose_last_kernels_start_after_the_next_dispatch():
+    """Steps are dispatched while the one before still runs (a loaded machine): step 0's last kernel
+    starts after the dispatches of steps 1 and 2, and still belongs to step 0."""
+    from xla_lab.profile.join import StepInfo, join_profile
+    from xla_lab.profile.xplane import Event, Line, Plane
+
+    dispatch = "PjRtComputationClient::ExecuteComputation"
+    host = Line("python", [Event(dispatch, t, 1, {}) for t in (0, 10, 11)])
+    k = lambda name, module, start: Event(name, start, 1, {"hlo_module": module})  # noqa: E731
+    device = Line("tf_XLAPjRtCpuClient/1", [k("convert", "m.A", 1), k("dot.60", "m.A", 2), k("bcast", "m.A", 30),
+                                            k("dot.3", "m.B", 31), k("mul", "m.B", 32), k("dot.3", "m.B", 40),
+                                            k("mul", "m.B", 41)])
+    steps = [StepInfo(0, "m.A", "ha", frozenset({"convert", "dot.60", "bcast"})),
+             StepInfo(1, "m.B", "hb", frozenset({"dot.3", "mul"})), StepInfo(2, "m.B", "hb", frozenset({"dot.3", "mul"}))]
+    record = join_profile([Plane("/host:CPU", [host, device])], steps)
+    assert [r["step"] for r in record["steps"]] == [0, 1, 2] and record["unmatched_executions"] == 0
+    assert record["graphs"]["ha"]["kernels"]["bcast"][0] == 1
+    assert record["graphs"]["hb"]["kernels"] == {"dot.3": [2, 2.0, 1.0], "mul": [2, 2.0, 1.0]}
+    assert [r["span_ns"] for r in record["steps"]] == [30, 2, 2]

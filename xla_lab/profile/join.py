@@ -8,7 +8,8 @@ event per executed thunk on XLA's threads, named after the optimized HLO instruc
 ``hlo_module`` naming the module. A thunk that runs in parallel ends later on another thread, with an
 ``end: <op>`` event linked by a flow id (the start's ``_p`` is the end's ``_c``): a kernel's time is
 from its start to the later of the two ends. Executions run one after another on a device (the next
-one waits for the buffers of the last), so a kernel belongs to the latest dispatch before it started.
+one waits for the buffers of the last), but a step is dispatched while the last may still run: a
+module's executions are told apart by a kernel that runs once in each (``_executions``).
 """
 
 from __future__ import annotations
@@ -109,6 +110,43 @@ def _union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def _executions(kernels: list[_Kernel], dispatches: list[float], steps: list[StepInfo]) -> list[list[_Kernel]]:
+    """The kernels of each execution, executions in the order they started, one module each.
+
+    Per module, an execution starts with each run of a kernel that ran exactly once per execution of
+    the module's steps (the earliest such kernel): a step is dispatched while the one before may still
+    be running, so dispatch times alone can put an execution's last kernels into the next one's.
+    A module no step names, or with no such kernel, is split by dispatch instead."""
+    by_module: dict[str, list[_Kernel]] = {}
+    for k in kernels:
+        by_module.setdefault(k.module, []).append(k)
+    runs: dict[str, int] = {}
+    for step in steps:
+        if step.module is not None:
+            runs[step.module] = runs.get(step.module, 0) + 1
+    groups: list[list[_Kernel]] = []
+    for module, ks in by_module.items():
+        counts: dict[str, int] = {}
+        for k in ks:
+            counts[k.name] = counts.get(k.name, 0) + 1
+        n = runs.get(module, 0)
+        marker = next((k.name for k in ks if counts[k.name] == n), None) if n else None
+        if marker is None:
+            by_dispatch: dict[int, list[_Kernel]] = {}
+            for k in ks:
+                by_dispatch.setdefault(bisect.bisect_right(dispatches, k.start) - 1, []).append(k)
+            groups.extend(by_dispatch[i] for i in sorted(by_dispatch))
+            continue
+        mine: list[list[_Kernel]] = []
+        for k in ks:
+            if not mine or (k.name == marker and any(x.name == marker for x in mine[-1])):
+                mine.append([])
+            mine[-1].append(k)
+        groups.extend(mine)
+    groups.sort(key=lambda g: g[0].start)
+    return groups
+
+
 def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
     """The profile record of a cell: per step (device span, busy time, kernel time, idle time
     before it, host activity), per graph (each kernel's count, total and longest time), and a
@@ -120,20 +158,7 @@ def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
     everything = [ev.start_ns for _, events in _lanes(planes) for ev in events]
     t0 = min(everything) if everything else 0.0
 
-    # kernels grouped by execution: by dispatch when torch_xla's dispatch events are there, else
-    # by module changes
-    groups: list[list[_Kernel]] = []
-    if dispatches:
-        by_dispatch: dict[int, list[_Kernel]] = {}
-        for k in kernels:
-            i = bisect.bisect_right(dispatches, k.start) - 1
-            by_dispatch.setdefault(i, []).append(k)
-        groups = [by_dispatch[i] for i in sorted(by_dispatch)]
-    else:
-        for k in kernels:
-            if not groups or groups[-1][-1].module != k.module:
-                groups.append([])
-            groups[-1].append(k)
+    groups = _executions(kernels, dispatches, steps)
 
     # groups -> steps, in order, by module name (a group of another module is work not of this cell)
     matched: list[tuple[StepInfo, list[_Kernel]]] = []
