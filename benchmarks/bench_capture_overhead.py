@@ -173,10 +173,11 @@ def run_worker(*args: str) -> dict:
 
 
 class LiveWorker:
-    """A worker process that stays up between timed loops (its graphs compiled once)."""
+    """A worker process that stays up between timed loops (its graphs compiled once). ``script``: the
+    benchmark whose ``--worker KIND`` it runs (this one by default)."""
 
-    def __init__(self, kind: str, steps: int):
-        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", kind, "--steps", str(steps)],
+    def __init__(self, kind: str, steps: int, script: str = __file__):
+        self.proc = subprocess.Popen([sys.executable, script, "--worker", kind, "--steps", str(steps)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=_env())
         self._expect("READY")
@@ -187,8 +188,9 @@ class LiveWorker:
                 return line[len(word):].strip()
         raise RuntimeError(f"worker died:\n{self.proc.stderr.read()[-4000:]}")
 
-    def run(self) -> dict:
-        self.proc.stdin.write("go\n")
+    def run(self, what: str = "go") -> dict:
+        """One timed turn; ``what`` is the line the worker reads (which loop to time, where it matters)."""
+        self.proc.stdin.write(what + "\n")
         self.proc.stdin.flush()
         return json.loads(self._expect("TIMES"))
 

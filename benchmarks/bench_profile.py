@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_capture_overhead import LOOP, SETUP_BERT, SETUP_MLP, _env, _shell, spread  # noqa: E402
+from bench_capture_overhead import LOOP, SETUP_BERT, SETUP_MLP, LiveWorker, _env, _shell, spread  # noqa: E402
 
 BERT_STEPS = """
 for _ in range(2):
@@ -59,29 +59,6 @@ def worker(kind: str, steps: int) -> None:
         c = xla_lab.last()
         assert c.compiles == 0 and len(c.steps) == steps and (c.profile is not None) == ("profile" in options)
         print("TIMES " + json.dumps({"wall": wall, "cpu": cpu}), flush=True)
-
-
-class Live:
-    def __init__(self, kind: str, steps: int):
-        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", kind, "--steps", str(steps)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=_env())
-        self._expect("READY")
-
-    def _expect(self, word: str) -> str:
-        for line in self.proc.stdout:
-            if line.startswith(word):
-                return line[len(word):].strip()
-        raise RuntimeError(f"worker died:\n{self.proc.stderr.read()[-4000:]}")
-
-    def run(self, what: str = "plain") -> dict:
-        self.proc.stdin.write(what + "\n")
-        self.proc.stdin.flush()
-        return json.loads(self._expect("TIMES"))
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
 
 
 def worker_join(layers: int) -> None:
@@ -131,11 +108,11 @@ def main() -> None:
         return worker(args.worker, args.steps)
 
     print(f"(a) cached {args.steps}-step Adam loop, %%xla --profile vs %%xla, one process, {args.rounds} rounds")
-    live = Live("alternate", args.steps)
+    live = LiveWorker("alternate", args.steps, script=__file__)
     pairs, cpu_pairs = [], []
     for r in range(args.rounds):
         order = ("plain", "profile") if r % 2 == 0 else ("profile", "plain")
-        got = {what: live.run(what) for what in order}
+        got = {what: live.run(what) for what in order}  # ("plain" or "profile": the worker's loop)
         pairs.append((got["plain"]["wall"], got["profile"]["wall"]))
         cpu_pairs.append((got["plain"]["cpu"], got["profile"]["cpu"]))
     live.close()
@@ -146,7 +123,7 @@ def main() -> None:
     print(f"    ratio (CPU)  {statistics.median(ratios(cpu_pairs)):.3f}  {spread(ratios(cpu_pairs))}")
 
     print(f"(b) unprofiled loops after a profiled cell vs in a process that never profiled, {args.rounds} rounds")
-    never, used = Live("never", args.steps), Live("used", args.steps)
+    never, used = (LiveWorker(kind, args.steps, script=__file__) for kind in ("never", "used"))
     pairs, cpu_pairs = [], []
     for r in range(args.rounds):
         first, second = (never, used) if r % 2 == 0 else (used, never)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from .join import WANTED, WANTED_STATS, StepInfo, join_profile
-from .xplane import ProfileFormatError, read_space
+from .xplane import ProfileFormatError, gc_paused, read_space
 
 _MODULE = re.compile(r"^HloModule ([^\s,]+)", re.M)
 
@@ -30,15 +30,8 @@ def attach_profile(capture, data: bytes, device: str = "CPU") -> None:
     except ProfileFormatError as exc:
         capture.notes.append(f"the profile could not be read: {exc}")
         return
-    import gc
-
-    enabled = gc.isenabled()
-    gc.disable()  # (see xplane.read_space)
-    try:
+    with gc_paused():
         record = join_profile(planes, step_infos(capture))
-    finally:
-        if enabled:
-            gc.enable()
     try:
         record["peaks"] = peaks(device)
     except Exception as exc:  # a failed microbenchmark costs the roofline, not the profile

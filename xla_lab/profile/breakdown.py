@@ -169,11 +169,12 @@ def step_rows(capture) -> list[dict]:
     return out
 
 
-def compare(before, after, top: int = 30) -> dict:
+def compare(before, after, top: int = 30, after_kernels: list[KernelTime] | None = None) -> dict:
     """Kernels of two profiled runs side by side (by graph and name; a recompiled graph's kernels
-    pair by name): mean time before and after, largest changes of total time first."""
+    pair by name): mean time before and after, largest changes of total time first.
+    ``after_kernels``: ``kernel_times(after)`` when the caller has it."""
     old = {k.name: k for k in kernel_times(before)}
-    new = {k.name: k for k in kernel_times(after)}
+    new = {k.name: k for k in (kernel_times(after) if after_kernels is None else after_kernels)}
     rows = []
     for name in dict.fromkeys(list(new) + list(old)):
         a, b = old.get(name), new.get(name)

@@ -230,5 +230,5 @@ def profile_model(c: CellCapture, earlier: list[CellCapture] | tuple = ()) -> di
         "ops": [{"op": op, "total_ns": ns, "share": share} for op, ns, share in breakdown.op_times(c, kernels)[:100]],
         "steps": [{k: row[k] for k in ("step", "cache", "start_ns", "span_ns", "busy_ns", "kernel_ns",
                                        "idle_before_ns", "host", "execute_s")} for row in steps],
-        "compare": breakdown.compare(before, c) if before is not None else None,
+        "compare": breakdown.compare(before, c, after_kernels=kernels) if before is not None else None,
     }

@@ -113,11 +113,11 @@ def _profile(c: CellCapture, top: int | None) -> str:
     """Measured time (%%xla --profile): the kernels and lines that took it."""
     from xla_lab.profile.breakdown import fmt_ns, kernel_times, line_times
 
-    from .summary import profile_lines
+    from .summary import measured_totals
 
     kernels = kernel_times(c)
     shown = kernels if top is None else kernels[:top]
-    out = [f"<h4>measured time ({len(kernels)} kernels)</h4><div>{e(profile_lines(c, top=0)[0])}</div>",
+    out = [f"<h4>measured time ({len(kernels)} kernels)</h4><div>{e(measured_totals(c))}</div>",
            "<table><tr><th>kernel</th><th class=\"num\">runs</th><th class=\"num\">total</th><th class=\"num\">mean</th>"
            "<th class=\"num\">share</th><th class=\"num\">flops</th><th class=\"num\">bytes</th><th>bound</th>"
            "<th class=\"num\">of roof</th><th>lines</th></tr>"]

@@ -145,6 +145,17 @@ class Profile:
     lines: list[str]  # measured time (profile_lines): totals, top kernels, top lines
 
 
+def measured_totals(capture) -> str:
+    """One line: how many executions were measured, device busy and idle time."""
+    from xla_lab.profile.breakdown import fmt_ns
+
+    steps = capture.profile.get("steps", [])
+    busy = sum(s["busy_ns"] for s in steps)
+    idle = sum(s["idle_before_ns"] for s in steps[1:])
+    return (f"measured: {len(steps)} executions, device busy {fmt_ns(busy)}, "
+            f"device idle between steps {fmt_ns(idle)} (waiting for Python, input, compiles)")
+
+
 def profile_lines(capture, top: int = 3) -> list[str]:
     """A few lines for the terminal summary and the HTML report: measured totals, the top kernels
     and the top lines."""
@@ -154,11 +165,7 @@ def profile_lines(capture, top: int = 3) -> list[str]:
     from xla_lab.profile.breakdown import fmt_ns, kernel_times, line_times
 
     kernels = kernel_times(capture)
-    steps = profile.get("steps", [])
-    busy = sum(s["busy_ns"] for s in steps)
-    idle = sum(s["idle_before_ns"] for s in steps[1:])
-    out = [f"measured: {len(steps)} executions, device busy {fmt_ns(busy)}, "
-           f"device idle between steps {fmt_ns(idle)} (waiting for Python, input, compiles)"]
+    out = [measured_totals(capture)]
     for k in kernels[:top]:
         where = kernel_lines_text({"lines": k.lines, "model_lines": k.model_lines, "sources": k.sources})
         bound = f", {k.bound}-bound" if k.bound else ""
