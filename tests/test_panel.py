@@ -106,8 +106,59 @@ def test_a_cache_hit_run_names_its_own_cell_in_every_line(mlp_runs):
     node_cells = {n["cell"] for g in model["graphs"].values() for n in g["nodes"] if n["cell"] is not None}
     assert node_cells and first.execution_count not in node_cells, node_cells
     assert f"[{second.execution_count}]:" in to_text(second) and f"[{first.execution_count}]:" not in to_text(second)
-    # the stored graph is shared, not rewritten: the first run still names its own prompt
-    assert f"[{first.execution_count}]:" in to_text(first)
+    # shown later, the first run names its cell as it is now too (the notebook has no [first] any more)
+    assert f"[{first.execution_count}]:" not in to_text(first) and f"[{second.execution_count}]:" in to_text(first)
+
+
+RUN_ALL_MODEL = """
+import torch, torch_xla
+rdev = torch_xla.device()
+class RunAllMLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(10, 18)
+    def forward(self, x):
+        return torch.tanh(self.fc1(x)) * 3
+rmlp = RunAllMLP().to(rdev)
+rx = torch.randn(4, 10).to(rdev)
+"""
+RUN_ALL_TRAIN = """%%xla -q --name run_all
+for i in range(2):
+    out = rmlp(rx).sum()
+    torch_xla.sync()
+"""
+
+
+def test_after_run_all_every_line_names_a_current_prompt(ip):
+    """Run All twice without a restart (cells keep their notebook ids): the second train run hits the
+    graphs the first compiled, whose lines were traced as the model cell's first prompt. Kernel lines,
+    graph nodes and the text summary name the model cell's and the train cell's current prompts."""
+    from xla_lab.view.summary import to_text
+
+    prompts = []
+    for _ in range(2):
+        for cell_id, source in (("run-all-model", RUN_ALL_MODEL), ("run-all-train", RUN_ALL_TRAIN)):
+            prompts.append(ip.execution_count)
+            assert ip.run_cell(source, store_history=True, cell_id=cell_id).success
+    old_model, old_train, model_now, train_now = prompts
+    capture = xla_lab.last()
+    assert capture.execution_count == train_now and capture.cache_hits == len(capture.steps)
+    model = panel_model(capture)
+    cells = {ln["cell"] for art in model["capture"]["artifacts"].values() for k in art["fusions"] for ln in k["lines"]}
+    nodes = {n["cell"] for g in model["graphs"].values() for n in g["nodes"] if n["cell"] is not None}
+    assert model_now in nodes and train_now in nodes, nodes
+    assert not (cells | nodes) & {old_model, old_train}, (cells, nodes, prompts)
+    tanh = next(n for n in next(iter(model["graphs"].values()))["nodes"] if n["op"] == "aten::tanh")
+    assert tanh["cell"] == model_now and tanh["code"] == "return torch.tanh(self.fc1(x)) * 3"
+    assert f"[{old_model}]:" not in to_text(capture)
+    # a cell whose text changed at that line keeps the prompt the line was recorded in (the code is not there now)
+    from xla_lab.capture.prompts import PROMPTS
+
+    edited = RUN_ALL_MODEL.replace("* 3", "* 4")
+    stale = ip.execution_count
+    assert ip.run_cell(edited, store_history=True, cell_id="run-all-model").success
+    assert PROMPTS.current(model_now, tanh["line"], tanh["code"]) == model_now
+    assert PROMPTS.current(model_now, tanh["line"] - 1, "def forward(self, x):") == stale
 
 
 def test_model_source_lines_summary_and_runs(mlp_runs):

@@ -49,12 +49,17 @@ class GraphRunError(RuntimeError):
     failure shows when xla_lab waits for the device at the end of the cell."""
 
 
+def prompt_of(shell, info) -> int:
+    """The prompt of the running cell: IPython counts a stored cell before ``pre_run_cell``."""
+    return shell.execution_count - 1 if getattr(info, "store_history", False) else shell.execution_count
+
+
 def run_cell(shell, session, source: str, options: CellOptions, info=None,
              progress: Callable | None = None) -> CellRun:
     """``info``: IPython's ExecutionInfo of the execution (from ``pre_run_cell``), if any;
     ``progress(recorder)``: starts a live view of compiles and returns something with ``stop()``."""
     __tracebackhide__ = True  # noqa: F841
-    count = shell.execution_count - 1 if getattr(info, "store_history", False) else shell.execution_count
+    count = prompt_of(shell, info)
     filename = shell.compile.cache(source, count)  # registers the source for tracebacks
     tree = ast.parse(source, filename=filename)  # (cells were checked by hooks.check_xla_cell_syntax)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None

@@ -153,6 +153,16 @@ class CellTracker:
     # pre_run_cell
     def remember(self, info) -> None:
         self.info = info
+        if getattr(info, "store_history", False):  # a prompt the notebook shows (capture/prompts.py)
+            from IPython import get_ipython
+
+            from xla_lab import cell_run
+            from xla_lab.capture.prompts import PROMPTS
+
+            shell = get_ipython()
+            if shell is not None:
+                PROMPTS.ran(cell_run.prompt_of(shell, info), getattr(info, "cell_id", None),
+                            getattr(info, "raw_cell", "") or "")
 
     def xla_cell_started(self) -> None:
         self.xla = True

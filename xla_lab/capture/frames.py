@@ -17,6 +17,8 @@ import sys
 import sysconfig
 from typing import Iterable, Protocol
 
+from .prompts import PROMPTS
+
 
 class _Frame(Protocol):
     file: str
@@ -96,14 +98,18 @@ def fmt_line(ln: dict) -> str:
 
 
 def current_line(ln: dict, execution_count: int | None, source: str, compiled_in: int | None) -> dict:
-    """A line recorded when the graph compiled (``[3]:4``, the run of the cell that compiled it) as the
-    run being shown (``[4]:4``), when that run is of the same cell text: a cache hit reuses the graph, and
-    its lines must name the cell as it is now, not a prompt the notebook may no longer have."""
+    """A recorded line as the notebook names it now: a line of the run that compiled the graph
+    (``[3]:4``) as the run being shown (``[4]:4``) when that run is of the same cell text (a cache hit
+    reuses the graph), and any cell line as the newest prompt of its cell (``prompts.py``: after Run
+    All, a model cell's ``[2]`` is ``[12]``)."""
     cell = ln.get("cell")
-    if cell is None or compiled_in is None or cell != compiled_in or cell == execution_count or execution_count is None:
+    if not isinstance(cell, int):
         return ln
-    lines = source.splitlines()
-    n = ln.get("line")
-    if isinstance(n, int) and 1 <= n <= len(lines) and (ln.get("code") in (None, lines[n - 1].strip())):
-        return {**ln, "cell": execution_count}
-    return ln
+    if compiled_in is not None and cell == compiled_in and execution_count is not None and cell != execution_count:
+        lines = source.splitlines()
+        n = ln.get("line")
+        if isinstance(n, int) and 1 <= n <= len(lines) and (ln.get("code") in (None, lines[n - 1].strip())):
+            ln = {**ln, "cell": execution_count}
+            cell = execution_count
+    now = PROMPTS.current(cell, ln.get("line"), ln.get("code"))
+    return ln if now == cell else {**ln, "cell": now}

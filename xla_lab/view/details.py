@@ -93,7 +93,7 @@ def kernel_rows(step: StepRecord, top: int | None = 6, capture: CellCapture | No
     compiled_in = step.artifacts.compiled_in if step.artifacts else None
     rows = []
     for k in kernels[:top]:
-        if capture is not None and compiled_in not in (None, capture.execution_count):
+        if capture is not None:
             k = {**k, "lines": [current_line(ln, capture.execution_count, capture.source, compiled_in)
                                 for ln in k["lines"]]}
         ops = ", ".join(op.removeprefix("aten::") for op in k["aten_ops"][:4])
@@ -104,7 +104,15 @@ def kernel_rows(step: StepRecord, top: int | None = 6, capture: CellCapture | No
     return rows
 
 
-def memory_line(step: StepRecord) -> str | None:
+def shown_line(ln: dict | None, step: StepRecord, capture: CellCapture | None) -> dict | None:
+    """A line a step's graph recorded, as ``capture`` (the run being shown) names it now."""
+    if not ln or capture is None:
+        return ln
+    compiled_in = step.artifacts.compiled_in if step.artifacts else None
+    return current_line(ln, capture.execution_count, capture.source, compiled_in)
+
+
+def memory_line(step: StepRecord, capture: CellCapture | None = None) -> str | None:
     m = step.memory
     if not m or "peak_bytes" not in m:
         return None
@@ -112,11 +120,8 @@ def memory_line(step: StepRecord) -> str | None:
             f"outputs {fmt_bytes(m.get('output_bytes', 0))} | temporaries {fmt_bytes(m.get('temp_bytes', 0))}")
     largest = (m.get("largest") or [None])[0]
     if largest:
-        where = ""
-        src = largest.get("source")
-        if src:
-            where = f", [{src['cell']}]:{src['line']}" if src.get("cell") is not None else \
-                f", {src.get('file', '')}:{src['line']}"
+        src = shown_line(largest.get("source"), step, capture)
+        where = f", {fmt_line(src)}" if src else ""
         what = largest.get("instruction") or "no single instruction"
         text += f" | largest {fmt_bytes(largest['bytes'])} {largest['kind']} ({what}{where})"
     return text

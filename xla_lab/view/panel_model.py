@@ -92,16 +92,17 @@ def warnings(c: CellCapture) -> list[str]:
 
 # --- graphs -------------------------------------------------------------------------------------
 def _current_lines(data: dict, c: CellCapture) -> None:
-    """In the capture's copy: kernel lines recorded by the run that compiled a graph name this run when
-    the cell's text is the same (capture/frames.py current_line)."""
+    """In the capture's copy: kernel lines as the notebook names them now (capture/frames.py
+    current_line): the run that compiled a graph as this run, other cells by their newest prompt."""
     for art in (data.get("artifacts") or {}).values():
         compiled_in = art.get("compiled_in")
-        if compiled_in is None or compiled_in == c.execution_count:
-            continue
         for k in art.get("fusions") or []:
             for key in ("lines", "model_lines"):
                 if k.get(key):
                     k[key] = [current_line(ln, c.execution_count, c.source, compiled_in) for ln in k[key]]
+        for buffer in (art.get("memory") or {}).get("largest") or []:
+            if isinstance(buffer, dict) and isinstance(buffer.get("source"), dict):
+                buffer["source"] = current_line(buffer["source"], c.execution_count, c.source, compiled_in)
 
 
 def graph_model(art: GraphArtifacts, steps: list[int] | None = None, capture: CellCapture | None = None) -> dict:

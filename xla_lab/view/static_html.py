@@ -12,10 +12,12 @@ from __future__ import annotations
 import html
 import time
 
-from xla_lab.hlo.parser import strip_metadata
+from xla_lab.capture.frames import fmt_line
 from xla_lab.capture.records import CellCapture, GraphArtifacts
+from xla_lab.hlo.parser import strip_metadata
 
-from .details import clip_list, fmt_bytes, fmt_count, kernel_lines_text, kernel_rows, main_step, memory_line
+from .details import (clip_list, fmt_bytes, fmt_count, kernel_lines_text, kernel_rows, main_step, memory_line,
+                      shown_line)
 from .panel_model import model_files, source_lines, warnings
 from .summary import MAX_ROWS
 from .summary import to_html as summary_html
@@ -76,7 +78,7 @@ def capture_html(c: CellCapture, *, hlo_lines: int | None = NOTEBOOK_HLO_LINES,
         parts.append(_kernels_table(step, kernels, c))
         parts.append(_annotated_source(c))
     if step is not None and step.memory:
-        parts.append(_memory(step))
+        parts.append(_memory(step, c))
     if c.profile:
         parts.append(_profile(c, kernels))
     arts = c.artifacts()
@@ -169,23 +171,20 @@ def _annotated_source(c: CellCapture) -> str:
 STATIC_MODEL_FILES, STATIC_FILE_LINES = 3, 40  # a saved notebook's fallback stays small
 
 
-def _memory(step) -> str:
+def _memory(step, c: CellCapture) -> str:
     m = step.memory
     out = [f"<h4>memory of step {step.index}'s graph</h4>"]
-    line = memory_line(step)
+    line = memory_line(step, c)
     if line:
         out.append(f"<div>{e(line)}</div>")
     largest = m.get("largest") or []
     if largest:
         out.append("<table><tr><th class=\"num\">bytes</th><th>kind</th><th>instruction</th><th>line</th></tr>")
         for b in largest[:10]:
-            src = b.get("source") or {}
+            src = shown_line(b.get("source"), step, c)
             where = ""
             if src:
-                where = (f"[{src['cell']}]:{src['line']}" if src.get("cell") is not None
-                         else f"{src.get('file', '')}:{src.get('line', '')}")
-                if src.get("code"):
-                    where += f" {src['code']}"
+                where = fmt_line(src) + (f" {src['code']}" if src.get("code") else "")
             out.append(f"<tr><td class=\"num\">{e(fmt_bytes(b.get('bytes', 0)))}</td><td>{e(str(b.get('kind', '')))}"
                        f"</td><td><code>{e(str(b.get('instruction') or '-'))}</code></td><td><code>{e(where)}</code>"
                        "</td></tr>")

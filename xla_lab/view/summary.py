@@ -188,8 +188,9 @@ def sections(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = Tr
     step = main_step(c)
     if details and step is not None and step.fusions:
         out.append(Kernels(step.index, len(step.fusions), kernel_rows(step, top=max_rows and 6, capture=c)))
-    if details and step is not None and memory_line(step):
-        out.append(Memory(step.index, memory_line(step)))
+    memory = memory_line(step, c) if details and step is not None else None
+    if memory:
+        out.append(Memory(step.index, memory))
     out.append(Spmd(_spmd(step, max_rows)))
     if c.profile:
         out.append(Profile(profile_lines(c)))

@@ -1,0 +1,60 @@
+"""Which notebook cell each prompt was, so a line reference can name the cell as it is now.
+
+A graph keeps the lines it was traced from: ``[2]:15`` is line 15 of the cell that ran as In[2]. After
+the notebook is run again (Run All, without a restart) the same graphs are cache hits, and their lines
+would still say ``[2]`` though that cell now shows ``[12]``. The kernel sees every cell before it runs
+(``pre_run_cell``): its prompt, the notebook cell it is (``cell_id``, sent by JupyterLab, nbclient and
+VS Code) and its text. A reference is moved to the newest prompt of the same cell when that run still
+has the referenced line's code; without cell ids, runs of the same text count as the same cell.
+"""
+
+from __future__ import annotations
+
+MAX_KEPT = 20_000  # prompts remembered (a long session's oldest are forgotten; their lines stay as recorded)
+
+
+class CellPrompts:
+    def __init__(self):
+        self._runs: dict[int, tuple[object, list[str]]] = {}  # prompt -> (cell identity, lines of its text)
+        self._newest: dict[object, int] = {}  # cell identity -> its newest prompt
+
+    def ran(self, prompt: int | None, cell_id: str | None, source: str) -> None:
+        """A cell is about to run as ``prompt``."""
+        if not isinstance(prompt, int):
+            return
+        ident = ("id", cell_id) if cell_id else ("text", source)
+        self._runs[prompt] = (ident, source.splitlines())
+        if prompt >= self._newest.get(ident, -1):
+            self._newest[ident] = prompt
+        if len(self._runs) > MAX_KEPT:
+            for old in sorted(self._runs)[: len(self._runs) - MAX_KEPT]:
+                del self._runs[old]
+
+    def current(self, prompt: int, line: int | None, code: str | None) -> int:
+        """The newest prompt of the cell that ran as ``prompt``, if that run has ``code`` at ``line``
+        (``%%`` magic lines are not counted, as in captured lines); else ``prompt``."""
+        known = self._runs.get(prompt)
+        if known is None:
+            return prompt
+        newest = self._newest.get(known[0], prompt)
+        if newest == prompt or newest not in self._runs:
+            return prompt
+        if code is not None and not _has_code(self._runs[newest][1], line, code):
+            return prompt
+        return newest
+
+    def clear(self) -> None:
+        self._runs.clear()
+        self._newest.clear()
+
+
+def _has_code(lines: list[str], line: int | None, code: str) -> bool:
+    """Whether ``code`` is at ``line`` as Python numbered the cell: IPython drops a cell's leading blank
+    lines before compiling it, and a cell magic's body starts after its ``%%`` line."""
+    start = next((i for i, text in enumerate(lines) if text.strip()), 0)
+    body = lines[start:]
+    body = body[1:] if body and body[0].startswith("%%") else body
+    return isinstance(line, int) and 1 <= line <= len(body) and body[line - 1].strip() == code.strip()
+
+
+PROMPTS = CellPrompts()  # the kernel's: fed by hooks.CELLS before each cell runs
