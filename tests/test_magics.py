@@ -192,3 +192,28 @@ def test_an_empty_interrupt_message_reads_well(ip):
     result = ip.run_cell("%%xla -q\nraise KeyboardInterrupt")
     assert isinstance(result.error_in_exec, KeyboardInterrupt)
     assert xla_lab.last().error == "KeyboardInterrupt"
+
+
+def test_a_quiet_cell_reaches_the_side_panel_and_leaves_no_output():
+    """In a real kernel, ``%%xla -q`` displays nothing, but sends its capture for JupyterLab's side panel
+    as an update of a display id no output has (front ends apply updates to existing displays only, so
+    the notebook keeps nothing); a cell that is not quiet sends no such message."""
+    from kernels import Kernel
+
+    from xla_lab.view.panel import QUIET_MIME
+    from xla_lab.view.saved_output import unpacked_payload
+
+    with Kernel() as k:
+        k.run("%load_ext xla_lab\nimport torch, torch_xla\nqx = torch.ones(3, device=torch_xla.device())")
+        quiet = k.run("%%xla -q --name hushed\nqy = (qx * 2).sum()")
+        shown = k.run("%%xla --name shown\nqz = (qx * 3).sum()")
+    kinds = [m["msg_type"] for m in quiet.messages if m["msg_type"] not in ("status", "execute_input")]
+    assert kinds == ["update_display_data"], kinds
+    msg = quiet.first("update_display_data")
+    assert msg["content"]["transient"]["display_id"].startswith("xla-lab-quiet-")
+    assert set(msg["content"]["data"]) == {QUIET_MIME}
+    model = unpacked_payload(msg["content"]["data"][QUIET_MIME])
+    assert model["capture"]["graph_name"] == "hushed" and len(model["capture"]["steps"]) == 1
+    assert quiet.stdout() == "" and quiet.stdout("stderr") == ""
+    assert not any(QUIET_MIME in (m["content"].get("data") or {}) for m in shown.messages)
+    assert shown.first("display_data") is not None

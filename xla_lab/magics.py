@@ -82,7 +82,9 @@ class XlaMagics(Magics):
                                                      profile=args.profile or session.profile_every_cell),
                                 hooks.CELLS.info, progress=progress)
         error = run.error
-        if not args.quiet:
+        if args.quiet:
+            _tell_side_panel(self.shell, run.capture)
+        else:
             with HeldInterrupts(cell_run.RECORDING_NOTE) as held:  # (the capture is recorded: show it whole)
                 _show(self.shell, SummaryView(run.capture), save=args.save or session.save)
             if held.interrupted and error is None:
@@ -281,6 +283,24 @@ def _show(shell, view, save: str = "full") -> None:
                 earlier.append(c)
         view = panel_for(view.capture, earlier, view.max_rows, save)
     display(view)
+
+
+def _tell_side_panel(shell, capture) -> None:
+    """A quiet cell shows nothing, but JupyterLab's side panel still lists it (view/panel.py
+    quiet_message). Only a kernel with a front end (ipykernel) is told: a terminal has no side panel."""
+    if getattr(shell, "kernel", None) is None or capture is None:
+        return
+    import uuid
+
+    from IPython.display import publish_display_data
+
+    from xla_lab.view.panel import quiet_message
+
+    try:
+        publish_display_data(quiet_message(capture), transient={"display_id": f"xla-lab-quiet-{uuid.uuid4().hex}"},
+                             update=True)
+    except Exception as exc:  # the side panel misses one run; the cell and its capture are fine
+        print(f"xla_lab: could not send the quiet cell's capture to the side panel: {exc}", file=sys.stderr)
 
 
 def _is_terminal(shell) -> bool:

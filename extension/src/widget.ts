@@ -5,7 +5,8 @@
 // page that asks the kernel for the state again gets an empty model and asks {kind: "need-model"}: the
 // reply {kind: "model"} carries the model as JSON bytes (buffers[0]) or an error.
 import { readModelReply, wantsModel } from "./core/modelreply";
-import { PanelView } from "./panel/panel";
+import type { SourceRef } from "./core/model";
+import { PanelView, SOURCE_EVENT } from "./panel/panel";
 import { claimVizRequest, releaseVizRequest, sharedViz } from "./panel/viz";
 
 interface AnyModel {
@@ -42,15 +43,22 @@ function render({ model, el }: { model: AnyModel; el: HTMLElement }) {
     poll ??= setInterval(ask, 2000);
     return viz.promise.finally(() => { clearInterval(poll); releaseVizRequest(token); });
   };
-  const view = new PanelView({ getViz, t0 });
+  // lines are links where the JupyterLab extension answers SOURCE_EVENT (it scrolls to the cell)
+  let capture: unknown = {};
+  const onSource = (ref: SourceRef) => el.dispatchEvent(new CustomEvent(SOURCE_EVENT, { bubbles: true, detail: { capture, ref } }));
+  const view = new PanelView({ getViz, t0, onSource: document.body.dataset.xlaLabReveal === "1" ? onSource : undefined });
   el.classList.add("xla-lab-widget");
   el.append(view.el);
-  const onModel = () => view.setModel(model.get("model"));
+  const show = (m: unknown, t?: number) => {
+    capture = (typeof m === "object" && m !== null && (m as { capture?: unknown }).capture) || {};
+    view.setModel(m, t);
+  };
+  const onModel = () => show(model.get("model"));
   const onProgress = () => view.setProgress(model.get("progress"));
   const onModelReply = (msg: unknown, buffers: unknown) => {
     const reply = readModelReply(msg, buffers);
     if (reply && "error" in reply) view.showError(reply.error);
-    else if (reply) view.setModel(reply.model);
+    else if (reply) show(reply.model);
   };
   model.on("change:model", onModel);
   model.on("change:progress", onProgress);
@@ -58,7 +66,7 @@ function render({ model, el }: { model: AnyModel; el: HTMLElement }) {
   onProgress();
   const initial = model.get("model");
   if (wantsModel(initial, model.get("has_capture"))) model.send({ kind: "need-model" });
-  else view.setModel(initial, t0);
+  else show(initial, t0);
   return () => {
     clearInterval(poll);
     releaseVizRequest(token);

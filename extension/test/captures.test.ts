@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
-  CAPTURE_MIME, CaptureStore, captureKey, defaultPair, captureOfIopub, captureOfOutput, compareSteps, recompileReason, resolveSourceLine,
+  CAPTURE_MIME, CaptureStore, QUIET_MIME, captureKey, defaultPair, captureOfIopub, captureOfOutput, compareSteps, quietCaptureOfIopub, recompileReason, resolveSourceLine,
   stepId, stepLabel, stepListOf,
 } from "../src/core/captures";
 import { chain, validModel } from "./fixtures";
@@ -107,7 +107,24 @@ describe("CaptureStore", () => {
     expect(s.add({ schema: "xla_lab.panel/1", capture: { cell_id: "x", execution_count: 1, started_at: 1 }, graphs: { h: { nodes: "bad" } } }, "c", "saved")).toBeNull();
     expect(s.add("not json", "c", "saved")).toBeNull();
     expect(s.errors.length).toBe(2);
-    expect(s.errors[0]).toMatch(/nodes must be an array/);
+    expect(s.errors[0].message).toMatch(/nodes must be an array/);
+    expect(s.errors.map((e) => e.cellModelId)).toEqual(["c", "c"]); // the side panel names the cell
+  });
+
+  it("keeps a quiet cell's capture (never in the notebook's outputs) as a run of its cell", () => {
+    const s = new CaptureStore();
+    const saved = s.add(runModel("a", 1, 5, 8), "cell-a", "saved")!;
+    const quiet = s.add(runModel("a", 2, 9, 8), null, "quiet")!;
+    quiet.cellModelId = "cell-a";
+    s.markPresent(new Set([saved.key]));
+    expect(quiet.inNotebook).toBe(false);
+    expect(s.cells(["cell-a"]).map((g) => g.runs.map((e) => e.origin))).toEqual([["saved", "quiet"]]);
+    const steps = s.steps(["cell-a"]);
+    expect(stepLabel(steps[steps.length - 1])).toContain("(quiet)");
+    const msg = { header: { msg_type: "update_display_data" }, content: { data: { [QUIET_MIME]: { x: 1 } }, transient: { display_id: "q" } } };
+    expect(quietCaptureOfIopub(msg)).toEqual({ x: 1 });
+    expect(captureOfIopub(msg)).toBeNull(); // not an output of the cell
+    expect(quietCaptureOfIopub({ ...msg, header: { msg_type: "display_data" } })).toBeNull();
   });
 });
 
@@ -121,7 +138,7 @@ describe("compareSteps", () => {
     expect(cmp.sameGraph).toBe(false);
     expect(cmp.diff.counts.changed).toBe(3);
     expect(cmp.reason[0]).toMatch(/^different graphs: ha vs hc; step B was a cache miss/);
-    expect(cmp.reason.join("\n")).toContain("shape changed: aten::mm: f32[8,4] \u2192 f32[6,4] (line 2)");
+    expect(cmp.reason.join("\n")).toContain("shape changed: aten::mm: f32[8,4] \u2192 f32[6,4] ([1]:2)");
     expect(cmp.hlo.before[0]).toContain("f32[8,4]");
     expect(cmp.hlo.before[1]).toContain("f32[6,4]");
     expect(cmp.hlo.after).toEqual([null, null]);

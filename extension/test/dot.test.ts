@@ -16,7 +16,7 @@ describe("DOT", () => {
     const g = chain(3, (i) => ({ op: i === 1 ? 'aten::weird"} digraph x {' : "aten::add", line: 4, code: "<img src=x onerror=alert(1)>", kernel: i === 2 ? "fusion.3" : null }));
     const dot = toDot(collapseGraph(g, new Set()), { name: 'my "graph"' });
     expect(dot.startsWith('digraph "my \\"graph\\"" {')).toBe(true);
-    expect(dot).toContain('u1 [id="u1", label="weird\\"} digraph x { @4\\nf32[4]"');
+    expect(dot).toContain('u1 [id="u1", label="weird\\"} digraph x { [1]:4\\nf32[4]"');
     expect(dot).toContain("u0 -> u1;");
     expect(dot).toContain("u1 -> u2;");
     expect(dot).toContain(`fillcolor="${kernelColor("fusion.3")}"`);

@@ -38,7 +38,7 @@ describe("diffGraphs", () => {
     expect(d.changes.find((c) => c.b?.op === "aten::mm")!.fields).toEqual(["shape"]);
     const text = describeDiff(d);
     expect(text[0]).toMatch(/^shape changed: /);
-    expect(text.join("\n")).toContain("aten::mm: f32[8,32] \u2192 f32[6,32] (line 3)");
+    expect(text.join("\n")).toContain("aten::mm: f32[8,32] \u2192 f32[6,32] ([1]:3)");
   });
 
   it("reports added and removed nodes, keeping removed ones (and their edges) in the merged graph", () => {
@@ -52,7 +52,7 @@ describe("diffGraphs", () => {
     expect(d.merged.roots).toContain(removed.id);
     const back = diffGraphs(mlp(8), mlp(8, true));
     expect(back.counts).toMatchObject({ added: 1, removed: 0 });
-    expect(describeDiff(back).join(" ")).toContain("1 node added: aten::mul (line 5)");
+    expect(describeDiff(back).join(" ")).toContain("1 node added: aten::mul ([1]:5)");
   });
 
   it("matches a node whose line moved as changed, not as removed + added", () => {

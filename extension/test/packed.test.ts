@@ -54,10 +54,10 @@ describe("packed capture payloads", () => {
     expect(a!.model.capture.cell_id).toBe("c1");
     const bad = pack({ ...validModel(), capture: { ...(validModel().capture as object), started_at: 2 } }, { data: "AAAA" });
     expect(await store.addPayload(bad, null, "saved")).toBeNull();
-    expect(store.errors.some((e) => e.includes("damaged"))).toBe(true);
+    expect(store.errors.some((e) => e.message.includes("damaged"))).toBe(true);
     const lying = pack(validModel(), { key: { cell_id: "other", execution_count: 1, started_at: 9 } });
     expect(await store.addPayload(lying, null, "saved")).toBeNull();
-    expect(store.errors.some((e) => e.includes("key does not match"))).toBe(true);
+    expect(store.errors.some((e) => e.message.includes("key does not match"))).toBe(true);
     expect(store.size).toBe(1);
   });
 });

@@ -101,7 +101,7 @@ describe("collectives and devices", () => {
     expect(spmdHeadline(spmd)).toMatch(/^SPMD over 4 devices: 6 collectives moving [\d.]+ KiB per device per step$/);
     expect(groupsText([[0, 1], [2, 3]])).toBe("{0,1} {2,3}");
     expect(groupsText([[0], [1], [2], [3], [4]], 2)).toBe("{0} {1} \u2026 (5 groups)");
-    expect(sourceText([{ cell: 1, line: 3 }, { cell: 1, line: 5 }])).toBe("[1] line 3, [1] line 5");
+    expect(sourceText([{ cell: 1, line: 3 }, { cell: 1, line: 5 }])).toBe("[1]:3, [1]:5");
     expect(sourceText([], ["linear.py:134"])).toBe("linear.py:134");
     expect(sourceText([], [])).toBe("no source line");
     for (const c of spmd.collectives) expect(sourceText(c.lines, c.sources)).not.toBe("no source line");

@@ -166,6 +166,9 @@ def _drive(lab, page):
     kernel.click()
     page.locator(".xla-lab-line-mark").wait_for(timeout=10_000)
     assert page.locator(".jp-Notebook .jp-Cell").nth(TRAIN).get_attribute("data-xla-lab-line")
+    # the step has a tab of its own: showing the line brought the notebook to the front; back to the step
+    assert detail.is_hidden()
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab").filter(has_text="XLA Lab:").first.click()
     detail.locator(".xla-tab[data-tab='memory']").click()
     assert "peak" in detail.locator(".xla-pane-memory").inner_text()
     detail.locator(".xla-tab[data-tab='graph']").click()

@@ -84,6 +84,17 @@ def _bundle(capture: CellCapture | None, runs, max_rows: int | None, model: dict
     return bundle
 
 
+QUIET_MIME = "application/vnd.xla-lab.quiet-capture+json"
+
+
+def quiet_message(capture: CellCapture) -> dict:
+    """What a ``%%xla -q`` cell sends the side panel: its packed panel model, under a MIME type of its own.
+    It goes as an update of a display id no output has, so the notebook shows and saves nothing
+    (front ends apply updates to existing displays only) while the side panel, which reads every
+    message of the kernel, lists the run."""
+    return {QUIET_MIME: packed_payload(panel_model(capture))}
+
+
 class XlaPanel(anywidget.AnyWidget):
     """The panel of one capture (``XlaPanel(capture, runs)``), or, with no capture, an empty panel
     that shows compile progress (``progress``) while a cell runs."""

@@ -7,6 +7,9 @@ import { isPacked, packedKey, unpackCapture } from "./packed";
 import { stepRows, type StepRow } from "./steps";
 
 export const CAPTURE_MIME = "application/vnd.xla-lab.capture+json";
+/** A `%%xla -q` cell's capture, sent to the side panel only (an update of a display nobody shows, so the
+ * notebook keeps no output; xla_lab/view/panel.py quiet_message). */
+export const QUIET_MIME = "application/vnd.xla-lab.quiet-capture+json";
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -30,6 +33,14 @@ export function captureOfIopub(msg: unknown): unknown | null {
   return captureOfOutput({ output_type: t, data: msg.content.data });
 }
 
+/** The capture payload of a quiet cell's iopub message, else null. */
+export function quietCaptureOfIopub(msg: unknown): unknown | null {
+  if (!isObj(msg) || !isObj(msg.header) || !isObj(msg.content) || !isObj(msg.content.data)) return null;
+  if (msg.header.msg_type !== "update_display_data") return null;
+  const raw = msg.content.data[QUIET_MIME];
+  return raw === undefined || raw === null ? null : raw;
+}
+
 /** A stable key of one run of one cell, read without parsing the whole model (cheap for huge graphs). */
 export function captureKey(raw: unknown): string | null {
   let v = raw;
@@ -46,28 +57,34 @@ export interface CaptureEntry {
   model: PanelModel;
   /** the raw payload, for the per-cell renderer */
   raw: unknown;
-  /** "saved": read from the notebook file; "live": arrived while this page watched */
-  origin: "saved" | "live";
+  /** "saved": read from the notebook file; "live": arrived while this page watched; "quiet": a `%%xla -q`
+   * cell's, sent to the side panel only (never in the notebook) */
+  origin: Origin;
   /** 1-based run number among the captures of the same cell, oldest first */
   run: number;
   /** false once the cell's output no longer holds it (the cell ran again) */
   inNotebook: boolean;
 }
 
+export type Origin = "saved" | "live" | "quiet";
+
 export interface StepRef { entry: CaptureEntry; step: Step }
+
+/** An output that could not be read, and the notebook cell (model id) that holds it, if known. */
+export interface ReadError { message: string; cellModelId: string | null }
 
 /** Captures of one notebook, earlier runs included. */
 export class CaptureStore {
   private readonly byKey = new Map<string, CaptureEntry>();
   private readonly bad = new Set<string>();
   private readonly inflating = new Map<string, Promise<CaptureEntry | null>>();
-  /** why outputs could not be read (the latest 20) */
-  readonly errors: string[] = [];
+  /** why outputs could not be read (the latest 20), each once */
+  readonly errors: ReadError[] = [];
 
   /** Add (or refresh) a capture; returns the entry, or null if the payload is not a readable panel model. */
-  add(raw: unknown, cellModelId: string | null, origin: "saved" | "live"): CaptureEntry | null {
+  add(raw: unknown, cellModelId: string | null, origin: Origin): CaptureEntry | null {
     const key = captureKey(raw);
-    if (key === null) { this.error("an output carries an unreadable xla_lab capture"); return null; }
+    if (key === null) { this.error("an output carries an unreadable xla_lab capture", cellModelId); return null; }
     if (this.bad.has(key)) return null;
     const old = this.byKey.get(key);
     if (old) {
@@ -79,18 +96,18 @@ export class CaptureStore {
     try {
       model = parsePanelModel(raw);
     } catch (e) {
-      this.error((e as Error).message);
+      this.error((e as Error).message, cellModelId);
       this.bad.add(key); // not parsed again on every scan
       return null;
     }
-    const entry: CaptureEntry = { key, cellModelId, model, raw, origin, run: 0, inNotebook: cellModelId !== null };
+    const entry: CaptureEntry = { key, cellModelId, model, raw, origin, run: 0, inNotebook: cellModelId !== null && origin !== "quiet" };
     this.byKey.set(key, entry);
     this.renumber();
     return entry;
   }
 
   /** Like `add`, for payloads that may be packed (saved outputs): a new packed one is inflated first. */
-  addPayload(raw: unknown, cellModelId: string | null, origin: "saved" | "live"): Promise<CaptureEntry | null> {
+  addPayload(raw: unknown, cellModelId: string | null, origin: Origin): Promise<CaptureEntry | null> {
     const key = captureKey(raw);
     if (!isPacked(raw) || key === null || this.byKey.has(key) || this.bad.has(key)) {
       return Promise.resolve(this.add(raw, cellModelId, origin));
@@ -103,7 +120,7 @@ export class CaptureStore {
         return this.add(model, cellModelId, origin);
       })
       .catch((e: unknown) => {
-        this.error((e as Error).message || String(e));
+        this.error((e as Error).message || String(e), cellModelId);
         this.bad.add(key);
         return null;
       })
@@ -120,9 +137,9 @@ export class CaptureStore {
     for (const e of this.byKey.values()) e.inNotebook = keys.has(e.key);
   }
 
-  private error(msg: string) {
-    if (this.errors.includes(msg)) return;
-    this.errors.push(msg);
+  private error(message: string, cellModelId: string | null) {
+    if (this.errors.some((e) => e.message === message && e.cellModelId === cellModelId)) return;
+    this.errors.push({ message, cellModelId });
     if (this.errors.length > 20) this.errors.splice(0, this.errors.length - 20);
   }
 
@@ -229,7 +246,7 @@ export function captureTitle(e: CaptureEntry): string {
 }
 
 export function stepLabel(r: StepRef): string {
-  const saved = r.entry.origin === "saved" ? " (saved)" : "";
+  const saved = r.entry.origin === "saved" ? " (saved)" : r.entry.origin === "quiet" ? " (quiet)" : "";
   return `${captureTitle(r.entry)} run ${r.entry.run}${saved} \u00b7 step ${r.step.index} (${r.step.cache})`;
 }
 

@@ -1,5 +1,6 @@
 // Visible graph -> Graphviz DOT. Every string from the model goes through dotString (quoted, escaped),
 // so labels can hold quotes, backslashes, braces or HTML-looking text without changing the graph.
+import { lineRef } from "./format";
 import type { Unit, VisibleGraph } from "./collapse";
 
 const PALETTE = [
@@ -70,7 +71,7 @@ export function unitLabel(u: Unit, uses?: number): string {
   if (u.kind === "node") {
     const n = u.node;
     const op = n.op.replace(/^aten::/, "");
-    const where = n.line != null ? ` @${n.line}` : "";
+    const where = n.line != null ? ` ${lineRef(n)}` : "";
     const hub = uses ? `\n\u2192 ${uses} uses (edges hidden)` : "";
     return `${shorten(op, 28)}${where}\n${shorten(n.shape ?? "", 28)}${hub}`;
   }

@@ -34,3 +34,12 @@ export function fmtNs(ns: number | null | undefined): string {
 export function fmtShare(x: number | null | undefined): string {
   return x == null ? "-" : `${(x * 100).toFixed(1)}%`;
 }
+
+/** One format for a source line wherever one is shown: `[5]:3` (line 3 of the cell run as [5]),
+ * `modeling_bert.py:413` (a file), `line 3` (the capture's own cell, prompt unknown). */
+export function lineRef(l: { cell?: number | null; line: number | null; file?: string | null }): string {
+  if (l.line == null) return "-";
+  if (l.cell != null) return `[${l.cell}]:${l.line}`;
+  if (l.file) return `${l.file.split("/").pop()}:${l.line}`;
+  return `line ${l.line}`;
+}

@@ -7,6 +7,7 @@
 // "changed"). What is left is "removed" (only in A) or "added" (only in B). Kernel names are not
 // compared: XLA renumbers fusions between compiles.
 import type { Unit } from "./collapse";
+import { lineRef } from "./format";
 import type { Graph, GraphNode } from "./model";
 
 export type DiffStatus = "same" | "added" | "removed" | "changed";
@@ -155,14 +156,14 @@ export function describeDiff(d: GraphDiff, max = 6): string[] {
   const shapes = new Map<string, number>();
   for (const c of d.changes) {
     if (c.status !== "changed" || !c.fields.includes("shape")) continue;
-    const k = `${c.b!.op}: ${c.a!.shape ?? "?"} \u2192 ${c.b!.shape ?? "?"}${c.b!.line != null ? ` (line ${c.b!.line})` : ""}`;
+    const k = `${c.b!.op}: ${c.a!.shape ?? "?"} \u2192 ${c.b!.shape ?? "?"}${c.b!.line != null ? ` (${lineRef(c.b!)})` : ""}`;
     shapes.set(k, (shapes.get(k) ?? 0) + 1);
   }
   for (const [k, n] of [...shapes].sort((x, y) => y[1] - x[1]).slice(0, max)) out.push(`shape changed: ${k}${n > 1 ? ` \u00d7${n}` : ""}`);
   if (shapes.size > max) out.push(`\u2026 ${shapes.size - max} more shape changes`);
   const ops = (s: "added" | "removed") => {
     const m = new Map<string, number>();
-    for (const c of d.changes) if (c.status === s) { const n = (c.a ?? c.b)!; const k = n.op + (n.line != null ? ` (line ${n.line})` : ""); m.set(k, (m.get(k) ?? 0) + 1); }
+    for (const c of d.changes) if (c.status === s) { const n = (c.a ?? c.b)!; const k = n.op + (n.line != null ? ` (${lineRef(n)})` : ""); m.set(k, (m.get(k) ?? 0) + 1); }
     return [...m].sort((x, y) => y[1] - x[1]).slice(0, 4).map(([k, n]) => (n > 1 ? `${k} \u00d7${n}` : k)).join(", ");
   };
   if (d.counts.added) out.push(`${d.counts.added} node${d.counts.added === 1 ? "" : "s"} added: ${ops("added")}`);

@@ -2,7 +2,7 @@
 // validated, and the pure logic of the Sharding tab: the grid of a tensor's blocks (which device holds
 // which index ranges), device colours, collective rows, and which graph nodes carry a sharding.
 // No DOM here.
-import { fmtBytes } from "./format";
+import { fmtBytes, lineRef } from "./format";
 import type { Artifacts, Graph, GraphNode, SourceRef } from "./model";
 
 export interface SpmdBlock { tile: number[]; ranges: [number, number][]; devices: number[] }
@@ -202,10 +202,10 @@ export function groupsText(groups: readonly number[][], max = 4): string {
   return groups.length > max ? `${shown} \u2026 (${groups.length} groups)` : shown || "-";
 }
 
-/** "[1] line 3, [1] line 5" (or the library frames when no cell line is known). */
+/** "[1]:3, [1]:5" (or the library frames when no cell line is known). */
 export function sourceText(lines: readonly SourceRef[], sources: readonly string[] = [], max = 3): string {
   if (lines.length) {
-    const shown = lines.slice(0, max).map((l) => (l.cell != null ? `[${l.cell}] line ${l.line}` : `${l.file ?? ""}:${l.line}`)).join(", ");
+    const shown = lines.slice(0, max).map((l) => lineRef(l)).join(", ");
     return lines.length > max ? `${shown} +${lines.length - max}` : shown;
   }
   return sources.join(", ") || "no source line";

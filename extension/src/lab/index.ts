@@ -10,6 +10,7 @@ import { Widget } from "@lumino/widgets";
 import { CAPTURE_MIME } from "../core/captures";
 import { unpackCapture } from "../core/packed";
 import type { SourceRef } from "../core/model";
+import { SOURCE_EVENT } from "../panel/panel";
 import type { VizLike } from "../panel/viz";
 import { revealSource } from "./reveal";
 import { loadViews, XlaSidebar } from "./sidebar";
@@ -103,13 +104,23 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // below the widget view (rank 0): a live anywidget panel wins; above text/html (50)
     rendermime.addFactory({ safe: true, mimeTypes: [CAPTURE_MIME], defaultRank: 40, createRenderer: (o) => new CaptureRenderer(o.mimeType, reveal) }, 40);
     tracker.widgetAdded.connect((_, panel) => preferCaptureForSavedWidgets(panel));
+    // the live cell panel (an anywidget, which knows nothing of JupyterLab) asks for its line links with
+    // an event (widget.ts); the flag tells it someone answers
+    document.addEventListener(SOURCE_EVENT, (ev) => {
+      const d = (ev as CustomEvent).detail as { capture?: Parameters<Reveal>[0]; ref?: SourceRef } | null;
+      if (d?.capture && d.ref) reveal(d.capture, d.ref);
+    });
+    document.body.dataset.xlaLabReveal = "1";
 
     const sidebar = new XlaSidebar({
       tracker, getViz: labViz,
       showDetail: (w: Widget, panel: NotebookPanel | null) => {
-        if (!w.isAttached) app.shell.add(w, "main", { mode: "split-right", ref: panel?.id ?? null });
+        // a tab of its own beside the notebook: a split would squeeze the notebook's panels (drag the tab
+        // to split when both are wanted)
+        if (!w.isAttached) app.shell.add(w, "main", { mode: "tab-after", ref: panel?.id ?? null });
         app.shell.activateById(w.id);
       },
+      activate: (w: Widget) => app.shell.activateById(w.id),
     });
     sidebar.title.icon = ICON;
     app.shell.add(sidebar, "right", { rank: 600 });

@@ -6,12 +6,12 @@ import type { ISessionContext } from "@jupyterlab/apputils";
 import type { KernelMessage } from "@jupyterlab/services";
 import { Widget } from "@lumino/widgets";
 import {
-  CaptureStore, captureKey, captureOfIopub, captureOfOutput, captureTitle, defaultPair, stepId, stepLabel, stepListOf,
-  type CaptureEntry, type StepRef,
+  CaptureStore, captureKey, captureOfIopub, captureOfOutput, captureTitle, defaultPair, quietCaptureOfIopub, stepId, stepLabel, stepListOf,
+  type CaptureEntry, type Origin, type StepRef,
 } from "../core/captures";
 import { fmtSeconds } from "../core/format";
 import type { SourceRef } from "../core/model";
-import { clear, h } from "../panel/dom";
+import { clear, clipped, clippedList, h } from "../panel/dom";
 import type { VizLike } from "../panel/viz";
 import { revealSource } from "./reveal";
 
@@ -24,6 +24,8 @@ export interface SidebarDeps {
   getViz: () => Promise<VizLike>;
   /** put the detail widget in the main area next to the notebook (or bring it to front) */
   showDetail: (w: Widget, panel: NotebookPanel | null) => void;
+  /** bring a main-area widget to the front (the notebook, when a line is shown from a step's tab) */
+  activate: (w: Widget) => void;
 }
 
 /** The main-area widget that shows one step or one comparison. */
@@ -130,10 +132,13 @@ export class XlaSidebar extends Widget {
   private onIopub(_: ISessionContext, msg: KernelMessage.IMessage) {
     const p = this.panel;
     if (!p) return;
-    const raw = captureOfIopub(msg);
+    const output = captureOfIopub(msg);
+    const quiet = output == null ? quietCaptureOfIopub(msg) : null;
+    const raw = output ?? quiet;
     if (raw != null) {
       // live: known at once, before the output model has it; the cell comes from the capture's cell_id
-      void this.storeOf(p).addPayload(raw, null, "live").then((e) => {
+      const origin: Origin = quiet != null ? "quiet" : "live";
+      void this.storeOf(p).addPayload(raw, null, origin).then((e) => {
         if (e) { e.cellModelId ??= p.content.widgets.some((c) => c.model.id === e.model.capture.cell_id) ? e.model.capture.cell_id : null; this.draw(); }
       });
     }
@@ -193,9 +198,7 @@ export class XlaSidebar extends Widget {
     this.headEl.append(h("div", { class: "xla-lab-nb" }, h("b", null, p.context.localPath.split("/").pop() ?? ""),
       h("span", { class: "xla-muted" }, ` \u00b7 ${store.size} capture${store.size === 1 ? "" : "s"}, ${total} step${total === 1 ? "" : "s"}`)));
     this.node.dataset.captures = String(store.size);
-    this.errorsEl.hidden = !store.errors.length;
-    const shown = store.errors.slice(-3).map((e) => (e.length > 300 ? `${e.slice(0, 300)}\u2026` : e));
-    this.errorsEl.textContent = (store.errors.length > 3 ? `${store.errors.length} outputs could not be read; the last 3: ` : "") + shown.join("; ");
+    this.drawErrors(store);
     if (!groups.length) {
       this.listEl.append(h("p", { class: "xla-muted xla-lab-empty" }, "No captures yet: run a %%xla cell (or open a notebook saved with its outputs)."));
     }
@@ -211,9 +214,32 @@ export class XlaSidebar extends Widget {
     this.fillSelects(steps);
   }
 
+  /** Outputs that could not be read, each with the cell that holds it (its prompt, else its place). */
+  private drawErrors(store: CaptureStore) {
+    clear(this.errorsEl);
+    this.errorsEl.hidden = !store.errors.length;
+    if (!store.errors.length) return;
+    const cells = this.panel?.model ? Array.from(this.panel.model.cells) : [];
+    const nameOf = (id: string | null) => {
+      const i = id ? cells.findIndex((c) => c.id === id) : -1;
+      if (i < 0) return "an output";
+      const count = cells[i].type === "code" ? (cells[i] as ICodeCellModel).executionCount : null;
+      return `cell ${count != null ? `[${count}]` : `#${i + 1}`}`;
+    };
+    const n = store.errors.length;
+    this.errorsEl.append(h("div", null, `${n} output${n === 1 ? "" : "s"} could not be read:`),
+      clippedList(h("ul", { class: "xla-lab-errors" }), store.errors, (e) => {
+        const li = h("li", { "data-cell-id": e.cellModelId ?? "" }, h("b", null, `${nameOf(e.cellModelId)}: `), clipped(e.message, 300));
+        const cell = e.cellModelId;
+        if (cell) li.addEventListener("click", () => { const i = cells.findIndex((c) => c.id === cell); if (i >= 0 && this.panel) { this.panel.content.activeCellIndex = i; void this.panel.content.scrollToItem(i, "center"); } });
+        return li;
+      }, 5));
+  }
+
   private runEl(e: CaptureEntry): HTMLElement {
     const s = e.model.summary;
-    const tag = !e.inNotebook ? "earlier run" : e.origin === "saved" ? "saved" : "live";
+    const tag = e.origin === "quiet" ? "quiet (%%xla -q)" : !e.inNotebook ? (e.origin === "saved" ? "saved, since replaced" : "earlier run")
+      : e.origin === "saved" ? "saved" : "live";
     const run = h("div", { class: "xla-lab-run", "data-key": e.key, "data-run": String(e.run), "data-origin": e.origin, "data-in-notebook": String(e.inNotebook) },
       h("div", { class: "xla-lab-run-title" }, `run ${e.run} `, h("span", { class: "xla-muted" },
         `[${e.model.capture.execution_count ?? " "}] \u00b7 ${s.steps} step${s.steps === 1 ? "" : "s"}, ${s.compiles} compiled, ${s.cache_hits} hits \u00b7 ${tag}`)));
@@ -284,6 +310,7 @@ export class XlaSidebar extends Widget {
   async reveal(e: CaptureEntry, ref: SourceRef): Promise<boolean> {
     const p = this.panel;
     if (!p) return false;
+    if (!p.isVisible) this.deps.activate(p); // the step or comparison tab covers it
     return revealSource(p, { cellModelId: e.cellModelId, captureCellId: e.model.capture.cell_id, executionCount: e.model.capture.execution_count }, ref);
   }
 }

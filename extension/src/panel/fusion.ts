@@ -1,7 +1,7 @@
 // The Fusion map tab: the kernels of the optimized module (sortable, expandable) and the cell source
 // annotated with the kernels each line feeds.
 import { kernelColor as hashColor } from "../core/dot";
-import { fmtBytes, fmtCount } from "../core/format";
+import { fmtBytes, fmtCount, lineRef } from "../core/format";
 import { annotateSource, fileLines, kernelLineText, sortKernels, type AnnotatedLine, type KernelSortKey } from "../core/kernels";
 import type { Kernel, ModelFile, SourceLine, SourceRef } from "../core/model";
 import { h } from "./dom";
@@ -10,9 +10,10 @@ export interface FusionView { el: HTMLElement; focusKernel(name: string): void }
 
 const COLS: [KernelSortKey | null, string][] = [["name", "kernel"], ["kind", "kind"], [null, "shape"], ["flops", "flops"], ["bytes", "bytes"], ["members", "members"], [null, "aten ops"], [null, "lines"]];
 
-/** `onSource`: when set, opening a kernel (or clicking one of its lines) also shows that source line (the side panel). */
+/** `onSource`: when set, a kernel's cell lines are links to the notebook; with `openShowsSource` (the side
+ * panel), opening a kernel shows its first line too. */
 export function renderFusion(kernels: readonly Kernel[], source: readonly SourceLine[], onSource?: (ref: SourceRef) => void,
-  modelFiles: readonly ModelFile[] = [], kernelColor: (kernel: string) => string = hashColor): FusionView {
+  modelFiles: readonly ModelFile[] = [], kernelColor: (kernel: string) => string = hashColor, openShowsSource = false): FusionView {
   let key: KernelSortKey = "flops";
   let desc = true;
   const open = new Set<string>();
@@ -38,7 +39,7 @@ export function renderFusion(kernels: readonly Kernel[], source: readonly Source
         h("td", null, k.aten_ops.slice(0, 3).map((o) => o.replace(/^aten::/, "")).join(", ") + (k.aten_ops.length > 3 ? ` +${k.aten_ops.length - 3}` : "")),
         h("td", null, kernelLineText(k) + (k.lines_inferred ? " (inferred)" : "")));
       tr.addEventListener("click", () => {
-        if (open.has(k.name)) open.delete(k.name); else { open.add(k.name); if (onSource && k.lines.length) onSource(k.lines[0]); }
+        if (open.has(k.name)) open.delete(k.name); else { open.add(k.name); if (openShowsSource && onSource && k.lines.length) onSource(k.lines[0]); }
         drawTable();
       });
       body.append(tr);
@@ -53,7 +54,7 @@ export function renderFusion(kernels: readonly Kernel[], source: readonly Source
       h("div", null, h("b", null, "aten ops: "), k.aten_ops.join(", ") || "-"),
       h("div", null, h("b", null, k.lines_inferred ? "lines (inferred from its inputs): " : "lines: "),
         k.lines.length ? h("ul", null, k.lines.map((l) => {
-          const li = h("li", null, l.cell != null ? `[${l.cell}]:${l.line} ` : `${l.file ?? ""}:${l.line} `, l.code ? h("code", null, l.code) : "");
+          const li = h("li", null, `${lineRef(l)} `, l.code ? h("code", null, l.code) : "");
           if (onSource && !l.file) {
             li.classList.add("xla-source-link");
             li.addEventListener("click", (e) => { e.stopPropagation(); onSource(l); });

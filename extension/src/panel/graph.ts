@@ -1,6 +1,7 @@
 // The Graph tab: the captured graph laid out by Graphviz (WASM), pan / zoom, search, node details,
 // big graphs collapsed into groups that open on click.
 import { collapseGraph, collapseGroup, expandGroup, parentGroupOf, revealNode, DEFAULT_COLLAPSE, type CollapseOptions, type Unit, type VisibleGraph } from "../core/collapse";
+import { lineRef } from "../core/format";
 import { kernelColor, toDot, unitDotId, type DotOptions } from "../core/dot";
 import type { Graph, GraphNode } from "../core/model";
 import { searchNodes } from "../core/search";
@@ -256,7 +257,7 @@ export class GraphView {
         h("span", { class: "xla-swatch", style: `background:${(this.opts.color ?? kernelColor)(n.kernel)}` }), n.kernel)
       : "(not in a kernel)";
     if (kernel instanceof HTMLElement) kernel.addEventListener("click", () => this.opts.onKernel(n.kernel!));
-    const lineText = n.line != null ? `${n.cell != null ? `[${n.cell}]` : ""} line ${n.line}` : "-";
+    const lineText = lineRef(n);
     let line: Node | string = lineText;
     if (n.line != null && this.opts.onLine) {
       line = h("button", { type: "button", class: "xla-link xla-source-link", "data-line": n.line, title: "show this line in the notebook" }, lineText);

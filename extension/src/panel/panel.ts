@@ -1,5 +1,5 @@
 // The per-cell panel: tabs over one panel model, plus live progress while the cell compiles.
-import { fmtSeconds } from "../core/format";
+import { fmtSeconds, lineRef } from "../core/format";
 import { kernelColor, kernelPalette } from "../core/dot";
 import { kernelsOf, mainGraphHash, parsePanelModel, type Graph, parseProgress, type PanelModel, type Progress, type SourceRef } from "../core/model";
 import { clear, clipped, h } from "./dom";
@@ -14,13 +14,16 @@ import { renderTimeline } from "./timeline";
 import { renderProfile, type TimelineRow } from "./profile";
 import type { VizLike } from "./viz";
 
+/** The DOM event a live cell panel sends for a line link: detail {capture: {cell_id, execution_count}, ref}. */
+export const SOURCE_EVENT = "xla-lab-source";
+
 export const TABS = ["summary", "graph", "hlo", "fusion", "profile", "sharding", "timeline", "memory"] as const;
 export type TabName = (typeof TABS)[number];
 const TAB_LABEL: Record<TabName, string> = { summary: "Summary", graph: "Graph", hlo: "HLO", fusion: "Fusion map", profile: "Profile", sharding: "Sharding", timeline: "Timeline", memory: "Memory" };
 
 export interface PanelOptions {
   getViz: () => Promise<VizLike>; t0?: number;
-  /** JupyterLab: a node's line (in its details) links to the notebook's source line */
+  /** JupyterLab: line references (node details, kernels, profile) link to the notebook's source line */
   onSource?: (ref: SourceRef) => void;
   /** the side panel: clicking a node or opening a kernel shows its source line too */
   sourceOnClick?: boolean;
@@ -44,6 +47,7 @@ export class PanelView {
   private spmdError: string | null = null;
   private shardings = new Map<number, NodeSharding>();
   private readonly onSource?: (ref: SourceRef) => void;
+  private readonly sourceOnClick: boolean;
   private progress: Progress | null = null;
   // distinct colours for the current graph's kernels (every tab of the panel uses the same)
   private colors: (kernel: string | null | undefined) => string = kernelColor;
@@ -53,7 +57,8 @@ export class PanelView {
   constructor(opts: PanelOptions) {
     const t0 = opts.t0 ?? performance.now();
     const src = opts.onSource, nodeRef = (n: { cell: number | null; line: number | null; code: string | null }) => { if (src && n.line != null) src({ cell: n.cell, line: n.line, code: n.code }); };
-    this.onSource = opts.sourceOnClick ? src : undefined;
+    this.onSource = src;
+    this.sourceOnClick = !!opts.sourceOnClick;
     this.graphView = new GraphView({ getViz: opts.getViz, t0, onKernel: (k) => this.showKernel(k),
       onNode: opts.sourceOnClick ? src && nodeRef : undefined, onLine: src && nodeRef,
       nodeDetails: (n) => { const ns = this.shardings.get(n.id); return ns ? nodeShardingDetails(ns) : null; },
@@ -182,7 +187,7 @@ export class PanelView {
     clear(pane);
     if (t === "summary") pane.append(renderSummary(m));
     else if (t === "hlo") pane.append(renderHlo(art?.hlo_before, art?.hlo_after, { kernels: new Set(kernels.map((k) => k.name)), onKernel: (k) => this.showKernel(k) }));
-    else if (t === "fusion") { this.fusion = renderFusion(kernels, m.source_lines, this.onSource, m.model_files, this.colors); pane.append(this.fusion.el); }
+    else if (t === "fusion") { this.fusion = renderFusion(kernels, m.source_lines, this.onSource, m.model_files, this.colors, this.sourceOnClick); pane.append(this.fusion.el); }
     else if (t === "timeline") pane.append(renderTimeline(m.runs.length ? m.runs : [{ execution_count: m.capture.execution_count, started_at: m.capture.started_at,
       steps: m.capture.steps.map((s) => ({ index: s.index, cache: s.cache, trace_s: s.timings.trace_s ?? null, compile_s: s.timings.compile_s ?? null,
         execute_s: s.timings.execute_s ?? null, transfer_s: (s.timings.to_device_s ?? 0) + (s.timings.from_device_s ?? 0) })) }]));
@@ -204,7 +209,7 @@ export class PanelView {
       if (n) return { node: n.id, what: `the heaviest kernel, ${k.name}` };
     }
     const first = g.nodes.find((x) => x.line != null && x.op !== "xla::device_data");
-    return first ? { node: first.id, what: `line ${first.line}` } : null;
+    return first ? { node: first.id, what: lineRef(first) } : null;
   }
 
   showKernel(name: string) {
