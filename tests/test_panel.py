@@ -229,7 +229,7 @@ def test_mimebundle_and_repr(mlp_runs):
     bundle = panel._repr_mimebundle_()
     assert set(bundle) == {WIDGET, MIME, "text/plain", "text/html"}
     assert bundle[WIDGET]["model_id"] == panel.model_id
-    live_model = panel.get_state()["model"]  # (what the comm opened with)
+    live_model = json.loads(panel.get_state()["model"])  # (what the comm opened with: JSON text)
     packed = bundle[MIME]
     assert packed["packed"] == "gzip+base64" and packed["key"]["execution_count"] == second.execution_count
     assert len(json.dumps(packed)) * 5 < len(json.dumps(saved_payload(live_model)))
@@ -503,7 +503,7 @@ def test_a_displayed_panel_lets_its_model_go_and_rebuilds_it_on_request(mlp_runs
     """Found: every displayed panel kept its whole model (megabytes) in the kernel for good."""
     first, second = mlp_runs
     panel = XlaPanel(second, [first])
-    opened = panel.get_state()["model"]  # what the comm opened with
+    opened = json.loads(panel.get_state()["model"])  # what the comm opened with (JSON text)
     assert opened["schema"] == SCHEMA and opened["capture"]["execution_count"] == second.execution_count
     with capture_output() as out:
         panel._ipython_display_()

@@ -50,6 +50,10 @@ function render({ model, el }: { model: AnyModel; el: HTMLElement }) {
   el.classList.add("xla-lab-widget");
   el.append(view.el);
   const show = (m: unknown, t?: number) => {
+    // the kernel opens the widget with the model as JSON text (xla_lab/view/panel.py get_state)
+    if (typeof m === "string" && m) {
+      try { m = JSON.parse(m); } catch { /* setModel reports it */ }
+    }
     capture = (typeof m === "object" && m !== null && (m as { capture?: unknown }).capture) || {};
     view.setModel(m, t);
   };

@@ -104,7 +104,7 @@ class XlaPanel(anywidget.AnyWidget):
     _css = traitlets.Unicode(PANEL_CSS.read_text(encoding="utf-8") if PANEL_CSS.is_file() else "").tag(sync=True)
     _anywidget_id = traitlets.Unicode(f"{__module__}.XlaPanel").tag(sync=True)
 
-    model = traitlets.Dict().tag(sync=True)  # kept by the kernel only until displayed (see above)
+    model = traitlets.Dict().tag(sync=True)  # kept by the kernel only until displayed (see above; sent as JSON text)
     progress = traitlets.Dict().tag(sync=True)
     has_capture = traitlets.Bool(False).tag(sync=True)
 
@@ -130,9 +130,11 @@ class XlaPanel(anywidget.AnyWidget):
             super().add_traits(**missing)
 
     def get_state(self, key=None, drop_defaults=False):
+        """The comm opens with the model as JSON text: given as a dict, ipywidgets walks it value by value
+        for binary buffers (0.4 s for a 12-layer model's panel, a third of what displaying it cost)."""
         state = super().get_state(key, drop_defaults)
         if self._unsent is not None and "model" in state:
-            state["model"] = self._unsent
+            state["model"] = json.dumps(self._unsent)
         return state
 
     def _ipython_display_(self) -> None:

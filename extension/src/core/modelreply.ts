@@ -4,7 +4,7 @@
 
 /** Should this widget ask the kernel for its model (it has a capture, but its state came back empty)? */
 export function wantsModel(initial: unknown, hasCapture: unknown): boolean {
-  const empty = initial == null || (typeof initial === "object" && Object.keys(initial as object).length === 0);
+  const empty = initial == null || initial === "" || (typeof initial === "object" && Object.keys(initial as object).length === 0);
   return hasCapture === true && empty;
 }
 
