@@ -303,6 +303,25 @@ def _tell_side_panel(shell, capture) -> None:
         print(f"xla_lab: could not send the quiet cell's capture to the side panel: {exc}", file=sys.stderr)
 
 
+def send_full_capture(cell_id: str, execution_count: int | None, started_at: float) -> None:
+    """JupyterLab's side panel asks for a quiet run's whole model (a silent execution, when a step of it
+    is opened): sent like the quiet message. Raises if the kernel no longer keeps the capture."""
+    import uuid
+
+    from IPython.display import publish_display_data
+
+    from xla_lab.view.panel import full_message
+
+    s = session_mod.current()
+    found = next((c for c in (s.history if s else []) if c.cell_id == cell_id and c.execution_count == execution_count
+                  and abs(c.started_at - started_at) < 1e-3), None)
+    if found is None:
+        raise LookupError(f"xla_lab no longer keeps the capture of cell [{execution_count}] (XLA_LAB_MAX_HISTORY, "
+                          "%xla clear, or a restarted kernel): run the cell again to see its graphs")
+    publish_display_data(full_message(found), transient={"display_id": f"xla-lab-quiet-{uuid.uuid4().hex}"},
+                         update=True)
+
+
 def _is_terminal(shell) -> bool:
     try:
         from IPython.terminal.interactiveshell import TerminalInteractiveShell

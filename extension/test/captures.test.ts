@@ -126,6 +126,21 @@ describe("CaptureStore", () => {
     expect(captureOfIopub(msg)).toBeNull(); // not an output of the cell
     expect(quietCaptureOfIopub({ ...msg, header: { msg_type: "display_data" } })).toBeNull();
   });
+
+  it("completes a partial (quiet) run with the whole model the kernel sends, refusing another run's", async () => {
+    const s = new CaptureStore();
+    const full = runModel("q", 3, 7, 8);
+    const partial = { ...full, partial: true, graphs: {}, main_graph: null, capture: { ...(full.capture as object), artifacts: {} } };
+    const e = s.add(partial, "cell-q", "quiet")!;
+    expect(e.model.partial).toBe(true);
+    expect(await s.complete(e.key, runModel("q", 4, 7, 8))).toMatch(/another run/);
+    expect(e.model.partial).toBe(true);
+    expect(await s.complete(e.key, full)).toBeNull();
+    expect(e.model.partial).toBe(false);
+    expect(Object.keys(e.model.graphs)).toEqual(["ha"]);
+    expect(e.origin).toBe("quiet");
+    expect(await s.complete("nope", full)).toMatch(/no longer listed/);
+  });
 });
 
 describe("compareSteps", () => {

@@ -144,6 +144,15 @@ def _drive(lab, page):
     notebook.wait_for(state="visible")
     assert abs(notebook.bounding_box()["width"] - width) <= 2, (notebook.bounding_box(), width)
 
+    # the quiet run came with its steps only: opening one fetches its graphs from the kernel
+    side.locator(".xla-lab-run[data-origin='quiet'] .xla-lab-step").first.click()
+    quiet_view = page.locator("#xla-lab-detail[data-mode='step']")
+    quiet_view.locator(".xla-graph[data-rendered='svg']").wait_for(state="attached", timeout=60_000)
+    assert "quiet_forward" in quiet_view.locator(".xla-lab-view-head").inner_text()
+    assert quiet_view.locator("g.node").count() > 3
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab").filter(has_text=NB).first.click()
+    notebook.wait_for(state="visible")
+
     # Run All again (no restart): the graphs are cache hits traced in the first run's prompts
     first_prompts = _prompts(page)
     _command(page, "notebook:run-all-cells")

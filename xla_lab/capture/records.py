@@ -214,10 +214,11 @@ class CellCapture:
         return out
 
     # --- JSON -------------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, artifacts: bool = True) -> dict[str, Any]:
+        """``artifacts=False``: without the graphs' texts and analyses (steps, timings, notes: a few KB)."""
         data = _fields_dict(self, ("steps",))
         data["steps"] = [s.to_dict() for s in self.steps]
-        data["artifacts"] = {h: a.to_dict() for h, a in self.artifacts().items()}
+        data["artifacts"] = {h: a.to_dict() for h, a in self.artifacts().items()} if artifacts else {}
         return data
 
     def to_json(self, indent: int | None = None) -> str:

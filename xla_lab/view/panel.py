@@ -40,7 +40,7 @@ import traitlets
 from xla_lab.capture.records import CellCapture
 from xla_lab.runtime import env_count
 
-from .panel_model import MIME, WIDGET_MIME, panel_model
+from .panel_model import MIME, SCHEMA, WIDGET_MIME, panel_model, summary
 from .saved_output import SUMMARY_MIME, packed_payload
 from .static_html import capture_html
 from .summary import MAX_ROWS, to_text
@@ -88,10 +88,17 @@ QUIET_MIME = "application/vnd.xla-lab.quiet-capture+json"
 
 
 def quiet_message(capture: CellCapture) -> dict:
-    """What a ``%%xla -q`` cell sends the side panel: its packed panel model, under a MIME type of its own.
-    It goes as an update of a display id no output has, so the notebook shows and saves nothing
-    (front ends apply updates to existing displays only) while the side panel, which reads every
-    message of the kernel, lists the run."""
+    """What a ``%%xla -q`` cell sends JupyterLab's side panel, under a MIME type of its own: its steps and
+    summary (a few KB, marked ``partial``), as an update of a display id no output has, so the notebook
+    shows and saves nothing (front ends apply updates to existing displays only) while the side panel,
+    which reads every message of the kernel, lists the run. Graphs and HLO (0.6 s to build and pack for
+    a 12-layer model) are sent only when a step of it is opened (``full_message``)."""
+    return {QUIET_MIME: {"schema": SCHEMA, "partial": True, "capture": capture.to_dict(artifacts=False),
+                         "summary": summary(capture), "main_graph": None, "graphs": {}}}
+
+
+def full_message(capture: CellCapture) -> dict:
+    """A quiet run's whole model, packed, for the side panel that asked for it (magics.send_full_capture)."""
     return {QUIET_MIME: packed_payload(panel_model(capture))}
 
 

@@ -129,6 +129,23 @@ export class CaptureStore {
     return job;
   }
 
+  /** The whole model of a partial entry (a quiet run), from the kernel: same run, so the entry keeps its
+   * place; returns why not when the payload is not that run's readable model. */
+  async complete(key: string, raw: unknown): Promise<string | null> {
+    const e = this.byKey.get(key);
+    if (!e) return "that run is no longer listed";
+    try {
+      const unpacked = await unpackCapture(raw);
+      const model = parsePanelModel(unpacked);
+      if (captureKey(model) !== key) return "the kernel sent another run's capture";
+      e.model = model;
+      e.raw = unpacked;
+      return null;
+    } catch (err) {
+      return (err as Error).message || String(err);
+    }
+  }
+
   /**
    * Mark which captures the notebook's outputs still hold (keys seen in the latest scan); the others
    * stay listed as earlier runs.

@@ -100,6 +100,8 @@ export interface PanelModel {
   schema: string; capture: Capture; summary: Summary; main_graph: string | null;
   graphs: Record<string, Graph>; source_lines: SourceLine[]; model_files: ModelFile[]; runs: Run[];
   profile: Profile | null;
+  /** a quiet cell's steps and summary only: the side panel asks the kernel for the rest when needed */
+  partial: boolean;
 }
 
 export interface Progress {
@@ -317,6 +319,7 @@ export function parsePanelModel(raw: unknown): PanelModel {
     }),
     runs: arr(o.runs ?? [], "model.runs").map((r, i) => parseRun(r, `model.runs[${i}]`)),
     profile: o.profile == null ? null : parseProfile(o.profile, "model.profile"),
+    partial: o.partial === true,
   };
 }
 

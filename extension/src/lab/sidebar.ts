@@ -38,7 +38,7 @@ export class XlaDetail extends Widget {
     this.title.label = "XLA Lab";
     this.title.closable = true;
   }
-  showView(title: string, mode: "step" | "compare", view: { el: HTMLElement; dispose(): void }) {
+  showView(title: string, mode: "step" | "compare" | "loading" | "error", view: { el: HTMLElement; dispose(): void }) {
     this.current?.dispose();
     this.current = view;
     this.title.label = title;
@@ -49,6 +49,11 @@ export class XlaDetail extends Widget {
     this.current?.dispose();
     super.dispose();
   }
+}
+
+/** A line in the detail tab while it waits for the kernel, or why it cannot show the run. */
+function loadingView(text: string, error = false): { el: HTMLElement; dispose(): void } {
+  return { el: h("div", { class: `xla-panel ${error ? "xla-warning xla-error" : "xla-muted"} xla-lab-waiting` }, text), dispose: () => undefined };
 }
 
 export class XlaSidebar extends Widget {
@@ -282,24 +287,70 @@ export class XlaSidebar extends Widget {
   /** Open step `id` ("<capture key>#<step index>") at full size in the main area. */
   async openStep(id: string): Promise<void> {
     const t0 = performance.now();
-    const r = this.store?.find(id);
+    let r = this.store?.find(id);
     if (!r) return;
     this.selected = id;
     for (const b of Array.from(this.listEl.querySelectorAll<HTMLElement>(".xla-lab-step"))) b.setAttribute("aria-selected", String(b.dataset.stepId === id));
     const views = await loadViews();
     const d = this.ensureDetail();
+    if (r.entry.model.partial) {
+      d.showView(`XLA Lab: ${captureTitle(r.entry)} step ${r.step.index}`, "loading", loadingView("asking the kernel for this quiet run's graphs\u2026"));
+      this.deps.showDetail(d, this.panel);
+      const why = await this.complete(r.entry);
+      if (why !== null) { d.showView(`XLA Lab: ${captureTitle(r.entry)}`, "error", loadingView(why, true)); return; }
+      r = this.store?.find(id) ?? r;
+    }
     d.showView(`XLA Lab: ${captureTitle(r.entry)} step ${r.step.index}`, "step", views.stepView(r, this.viewDeps(), t0));
     this.deps.showDetail(d, this.panel);
   }
 
   async compare(idA: string, idB: string): Promise<void> {
     const t0 = performance.now();
-    const a = this.store?.find(idA), b = this.store?.find(idB);
+    let a = this.store?.find(idA), b = this.store?.find(idB);
     if (!a || !b) return;
     const views = await loadViews();
     const d = this.ensureDetail();
+    for (const r of [a, b]) {
+      if (!r.entry.model.partial) continue;
+      d.showView("XLA Lab: compare", "loading", loadingView("asking the kernel for the quiet run's graphs\u2026"));
+      this.deps.showDetail(d, this.panel);
+      const why = await this.complete(r.entry);
+      if (why !== null) { d.showView("XLA Lab: compare", "error", loadingView(why, true)); return; }
+    }
+    a = this.store?.find(idA) ?? a;
+    b = this.store?.find(idB) ?? b;
     d.showView(`XLA Lab: compare`, "compare", views.compareView(a, b, this.viewDeps(), t0));
     this.deps.showDetail(d, this.panel);
+  }
+
+  /** A quiet run arrives with its steps only: its graphs and HLO come from the kernel when first needed
+   * (a silent execution of magics.send_full_capture, answered with a quiet message). null when done. */
+  private async complete(e: CaptureEntry): Promise<string | null> {
+    const p = this.panel, store = this.store;
+    const kernel = p?.sessionContext.session?.kernel;
+    if (!p || !store) return "no notebook";
+    if (!kernel) return "this quiet run's graphs are in its kernel, which is not running (run the cell again)";
+    const c = e.model.capture;
+    // (JSON literals are Python literals here: a string, an int or None, a float)
+    const code = `__import__("xla_lab.magics", fromlist=["send_full_capture"]).send_full_capture(${JSON.stringify(c.cell_id)}, ` +
+      `${c.execution_count == null ? "None" : String(Math.trunc(c.execution_count))}, ${JSON.stringify(c.started_at)})`;
+    let raw: unknown = null;
+    const future = kernel.requestExecute({ code, silent: true, store_history: false, allow_stdin: false, stop_on_error: false });
+    // (the future never sees it: JupyterLab's kernel connection swallows updates of display ids it has not
+    // shown, after emitting them to the session's listeners)
+    const listen = (_: unknown, msg: KernelMessage.IMessage) => {
+      const q = (msg.parent_header as { msg_id?: string }).msg_id === future.msg.header.msg_id ? quietCaptureOfIopub(msg) : null;
+      if (q != null) raw = q;
+    };
+    p.sessionContext.iopubMessage.connect(listen);
+    let reply;
+    try { reply = await future.done; } finally { p.sessionContext.iopubMessage.disconnect(listen); }
+    const content = reply.content as { status?: string; evalue?: string };
+    if (content.status !== "ok") return content.evalue || "the kernel could not send this run's graphs";
+    if (raw == null) return "the kernel sent nothing for this run";
+    const why = await store.complete(e.key, raw);
+    this.draw();
+    return why;
   }
 
   private viewDeps() {
