@@ -190,4 +190,13 @@ def _drive(lab, page):
     marked = page.locator(".jp-Cell.xla-lab-source-cell .jp-InputPrompt").inner_text()
     assert f"[{want}]" in marked, (marked, want)
     _shot(page, "04_line_link")
+    # and so is every other line reference of the panel: the steps' sync lines, the largest buffers'
+    train.locator(".xla-tab[data-tab='summary']").click()
+    sync_link = train.locator(".xla-steps .xla-source-link").first
+    assert REF.fullmatch(sync_link.inner_text()), sync_link.inner_text()
+    sync_link.click()
+    page.wait_for_function("n => document.querySelector('.jp-Cell.xla-lab-source-cell .jp-InputPrompt')?.textContent.includes(n)",
+                           arg=f"[{REF.fullmatch(sync_link.inner_text()).group(1)}]", timeout=10_000)
+    train.locator(".xla-tab[data-tab='memory']").click()
+    assert train.locator(".xla-buffers .xla-source-link").count() > 0
     assert not [e for e in page.errors if "xla" in e.lower() or "dialog" in e], page.errors

@@ -9,7 +9,7 @@ import {
   CaptureStore, captureKey, captureOfIopub, captureOfOutput, captureTitle, defaultPair, quietCaptureOfIopub, stepId, stepLabel, stepListOf,
   type CaptureEntry, type Origin, type StepRef,
 } from "../core/captures";
-import { fmtSeconds } from "../core/format";
+import { fmtSeconds, lineRef } from "../core/format";
 import type { SourceRef } from "../core/model";
 import { clear, clipped, clippedList, h } from "../panel/dom";
 import type { VizLike } from "../panel/viz";
@@ -257,7 +257,7 @@ export class XlaSidebar extends Widget {
       const b = h("button", { type: "button", class: `xla-lab-step xla-cache-${row.cache}`, "data-step-id": id, "data-step": String(row.first), "data-cache": row.cache,
         "aria-selected": String(this.selected === id), title: reason ? `recompile reason: ${reason}` : row.cause },
         h("span", { class: "xla-lab-step-name" }, label), h("span", { class: `xla-badge xla-cache-${row.cache}` }, row.cache),
-        h("span", { class: "xla-muted" }, ` ${row.cache === "hit" ? fmtSeconds(row.execute_s) : fmtSeconds(row.compile_s)} \u00b7 ${row.cause}${row.line != null ? ` @ ${row.line}` : ""}`));
+        h("span", { class: "xla-muted" }, ` ${row.cache === "hit" ? fmtSeconds(row.execute_s) : fmtSeconds(row.compile_s)} \u00b7 ${row.cause}${row.line != null ? ` @ ${lineRef({ cell: e.model.capture.execution_count, line: row.line })}` : ""}`));
       b.addEventListener("click", () => void this.openStep(id));
       ul.append(h("li", null, b));
     }

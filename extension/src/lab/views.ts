@@ -2,7 +2,7 @@
 // and the comparison of two steps. Graphviz comes from the extension's own lazily loaded chunk.
 import { compareSteps, stepLabel, type StepRef } from "../core/captures";
 import { DIFF_COLORS, unitDiffStatus, type DiffStatus } from "../core/graphdiff";
-import { fmtSeconds } from "../core/format";
+import { fmtSeconds, lineRef } from "../core/format";
 import type { SourceRef } from "../core/model";
 import { h } from "../panel/dom";
 import { GraphView } from "../panel/graph";
@@ -29,7 +29,7 @@ export function stepView(r: StepRef, deps: ViewDeps, t0: number): Disposable {
   const st = r.step;
   const head = h("div", { class: "xla-lab-view-head" },
     h("h3", null, stepLabel(r)),
-    h("span", { class: "xla-muted" }, `${st.sync_cause}${st.sync_line != null ? ` @ line ${st.sync_line}` : ""} \u00b7 compile ${fmtSeconds(st.timings.compile_s ?? 0)} \u00b7 execute ${fmtSeconds(st.timings.execute_s ?? 0)}`),
+    h("span", { class: "xla-muted" }, `${st.sync_cause}${st.sync_line != null ? ` @ ${lineRef({ cell: r.entry.model.capture.execution_count, line: st.sync_line })}` : ""} \u00b7 compile ${fmtSeconds(st.timings.compile_s ?? 0)} \u00b7 execute ${fmtSeconds(st.timings.execute_s ?? 0)}`),
     st.recompile_reason ? h("div", { class: "xla-lab-reason-inline" }, `recompile reason: ${st.recompile_reason}`) : null);
   const el = h("div", { class: "xla-lab-step-view", "data-step": String(st.index), "data-graph": st.graph_hash }, head, view.el);
   return { el, dispose: () => view.destroy() };

@@ -1,4 +1,6 @@
 // Tiny DOM helpers. Text always goes in through textContent: no user string ever reaches innerHTML.
+import { lineRef } from "../core/format";
+import type { SourceRef } from "../core/model";
 
 type Child = Node | string | number | null | undefined | false;
 type Attrs = Record<string, string | number | boolean | null | undefined | EventListener>;
@@ -59,4 +61,24 @@ export function clippedList<T>(parent: HTMLElement, items: readonly T[], render:
     parent.append(more);
   }
   return parent;
+}
+
+type LineLike = { cell?: number | null; line: number | null; code?: string | null; file?: string | null };
+
+/** Source lines as `lineRef` text (`[5]:3, [5]:7 +2`), each a link to its cell when `onSource` is given
+ * (cell lines only: a file's line has no cell to show). */
+export function lineLinks(lines: readonly LineLike[], onSource?: (ref: SourceRef) => void, max = 3): HTMLElement {
+  const out = h("span", { class: "xla-line-refs" });
+  lines.slice(0, max).forEach((l, i) => {
+    if (i) out.append(", ");
+    const text = lineRef(l);
+    if (onSource && l.line != null && !l.file) {
+      const a = h("span", { class: "xla-source-link", role: "link", tabindex: "0", title: "show this line in the notebook" }, text);
+      const ref: SourceRef = { cell: l.cell ?? null, line: l.line, code: l.code ?? null };
+      a.addEventListener("click", (e) => { e.stopPropagation(); onSource(ref); });
+      out.append(a);
+    } else out.append(text);
+  });
+  if (lines.length > max) out.append(` +${lines.length - max}`);
+  return out;
 }

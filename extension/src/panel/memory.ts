@@ -1,9 +1,9 @@
 import { fmtBytes } from "../core/format";
-import type { Memory } from "../core/model";
-import { h } from "./dom";
+import type { Memory, SourceRef } from "../core/model";
+import { h, lineLinks } from "./dom";
 
 /** `devices`: the SPMD device count when the figures are per device (the partitioned module), else null. */
-export function renderMemory(mem: Memory | null | undefined, devices: number | null = null): HTMLElement {
+export function renderMemory(mem: Memory | null | undefined, devices: number | null = null, onSource?: (ref: SourceRef) => void): HTMLElement {
   if (!mem || (mem.peak_bytes == null && !mem.largest?.length)) {
     return h("p", { class: "xla-muted xla-empty" }, "No memory report for this graph (XLA's buffer assignment was not dumped).");
   }
@@ -29,7 +29,7 @@ export function renderMemory(mem: Memory | null | undefined, devices: number | n
       h("thead", null, h("tr", null, ["size", "", "kind", "instruction", "shape", "line"].map((t) => h("th", null, t)))),
       h("tbody", null, largest.map((b) => {
         const src = b.source;
-        const where = src ? (src.cell != null ? `[${src.cell}]:${src.line}` : `${src.file ?? ""}:${src.line}`) : "-";
+        const where = src ? lineLinks([src], onSource) : "-";
         return h("tr", null, h("td", { class: "xla-num" }, fmtBytes(b.bytes)),
           h("td", null, h("div", { class: "xla-hbar", style: `width:${Math.max(2, (100 * b.bytes) / maxB).toFixed(1)}px` })),
           h("td", null, b.kind + (b.parameter != null ? ` ${b.parameter}` : "")), h("td", null, h("code", null, b.instruction ?? "-")),

@@ -185,7 +185,7 @@ export class PanelView {
     const art = this.hash ? m.capture.artifacts[this.hash] : undefined;
     const kernels = kernelsOf(m, this.hash);
     clear(pane);
-    if (t === "summary") pane.append(renderSummary(m));
+    if (t === "summary") pane.append(renderSummary(m, this.onSource));
     else if (t === "hlo") pane.append(renderHlo(art?.hlo_before, art?.hlo_after, { kernels: new Set(kernels.map((k) => k.name)), onKernel: (k) => this.showKernel(k) }));
     else if (t === "fusion") { this.fusion = renderFusion(kernels, m.source_lines, this.onSource, m.model_files, this.colors, this.sourceOnClick); pane.append(this.fusion.el); }
     else if (t === "timeline") pane.append(renderTimeline(m.runs.length ? m.runs : [{ execution_count: m.capture.execution_count, started_at: m.capture.started_at,
@@ -193,8 +193,8 @@ export class PanelView {
         execute_s: s.timings.execute_s ?? null, transfer_s: (s.timings.to_device_s ?? 0) + (s.timings.from_device_s ?? 0) })) }]));
     else if (t === "profile") pane.append(m.profile ? renderProfile(m.profile, profileTimeline(m.capture.profile), { onKernel: (k) => this.showKernel(k), onSource: this.onSource, color: this.colors })
       : h("p", { class: "xla-muted xla-empty" }, "Not profiled: run the cell with %%xla --profile."));
-    else if (t === "memory") pane.append(renderMemory(art?.memory, this.spmd?.memory_per_device ? this.spmd.devices : null));
-    else if (t === "sharding") pane.append(this.spmd ? renderSharding(this.spmd, { kernels: new Set(kernels.map((k) => k.name)), onKernel: (k) => this.showKernel(k), color: this.colors })
+    else if (t === "memory") pane.append(renderMemory(art?.memory, this.spmd?.memory_per_device ? this.spmd.devices : null, this.onSource));
+    else if (t === "sharding") pane.append(this.spmd ? renderSharding(this.spmd, { kernels: new Set(kernels.map((k) => k.name)), onKernel: (k) => this.showKernel(k), color: this.colors, onSource: this.onSource })
       : h("p", { class: "xla-warning xla-error" }, this.spmdError ?? "No SPMD summary for this graph."));
     this.built.add(t);
   }

@@ -7,7 +7,8 @@ import {
   deviceColor, devicesLabel, groupsText, meshGrid, shardingLine, sourceText, spmdHeadline, splitTensors,
   type NodeSharding, type Spmd, type SpmdTensor,
 } from "../core/spmd";
-import { h, s } from "./dom";
+import type { SourceRef } from "../core/model";
+import { h, lineLinks, s } from "./dom";
 
 export interface ShardingViewOptions {
   /** names of the optimized module's kernels: those collectives link to the Fusion map */
@@ -15,6 +16,8 @@ export interface ShardingViewOptions {
   onKernel: (name: string) => void;
   /** the colour of a kernel (the panel's kernelPalette); default kernelColor */
   color?: (kernel: string) => string;
+  /** JupyterLab: source lines link to their cell */
+  onSource?: (ref: SourceRef) => void;
 }
 
 const MAX_PICTURES = 24;
@@ -36,13 +39,13 @@ export function renderSharding(spmd: Spmd, opts: ShardingViewOptions): HTMLEleme
           b.addEventListener("click", () => opts.onKernel(c.name));
           name = b;
         } else name = h("code", null, c.name);
-        const where = sourceText(c.lines, c.sources);
+        const where = c.lines.length ? lineLinks(c.lines, opts.onSource) : sourceText(c.lines, c.sources);
         const code = c.lines[0]?.code;
         return h("tr", { class: "xla-collective-row", "data-collective": c.name },
           h("td", null, name), h("td", null, c.kind), h("td", null, h("code", null, c.shape)),
           h("td", { class: "xla-num" }, fmtBytes(c.bytes)),
           h("td", { title: `${c.groups.length} groups of ${c.group_size} devices` }, groupsText(c.groups)),
-          h("td", null, where + (c.lines_inferred ? " (inferred)" : ""), code ? h("code", { class: "xla-spmd-code" }, ` ${code}`) : ""));
+          h("td", null, where, c.lines_inferred ? " (inferred)" : "", code ? h("code", { class: "xla-spmd-code" }, ` ${code}`) : ""));
       })))));
   }
 
@@ -52,7 +55,7 @@ export function renderSharding(spmd: Spmd, opts: ShardingViewOptions): HTMLEleme
   const devices = new Set<number>();
   const pics = h("div", { class: "xla-mesh-list" });
   for (const t of split.slice(0, MAX_PICTURES)) {
-    pics.append(tensorCard(t));
+    pics.append(tensorCard(t, opts.onSource));
     for (const b of t.blocks) for (const d of b.devices) devices.add(d);
   }
   if (split.length > MAX_PICTURES) pics.append(h("p", { class: "xla-muted" }, `\u2026 ${split.length - MAX_PICTURES} more split tensors`));
@@ -65,16 +68,16 @@ export function renderSharding(spmd: Spmd, opts: ShardingViewOptions): HTMLEleme
         h("thead", null, h("tr", null, ["tensor", "shape", "sharding", "line"].map((t) => h("th", null, t)))),
         h("tbody", null, whole.map((t) => h("tr", { "data-tensor": t.name },
           h("td", null, t.role, " ", h("code", { class: "xla-muted" }, t.name)), h("td", null, h("code", null, t.shape)),
-          h("td", { title: t.sharding }, t.layout || t.sharding), h("td", null, t.lines.length ? sourceText(t.lines) : "-"))))));
+          h("td", { title: t.sharding }, t.layout || t.sharding), h("td", null, t.lines.length ? lineLinks(t.lines, opts.onSource) : "-"))))));
   }
   return el;
 }
 
-function tensorCard(t: SpmdTensor): HTMLElement {
+function tensorCard(t: SpmdTensor, onSource?: (ref: SourceRef) => void): HTMLElement {
   const line = t.lines[0];
   return h("div", { class: "xla-mesh-card", "data-tensor": t.name },
     h("div", { class: "xla-mesh-title" }, h("b", null, t.role), " ", h("code", { class: "xla-muted" }, t.name),
-      line ? h("span", { class: "xla-muted" }, ` \u00b7 ${sourceText(t.lines, [], 1)}`) : ""),
+      line ? h("span", { class: "xla-muted" }, " \u00b7 ", lineLinks(t.lines, onSource, 1)) : ""),
     h("div", { class: "xla-mesh-shape" }, h("code", null, t.shape), " \u2192 ", h("code", null, t.per_device_shape), " per device"),
     h("div", { class: "xla-muted xla-mesh-layout" }, t.layout, " ", h("code", { class: "xla-mesh-sharding" }, t.sharding)),
     line?.code ? h("div", { class: "xla-muted" }, h("code", null, line.code)) : "",

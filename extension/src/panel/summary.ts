@@ -1,9 +1,10 @@
 import { fmtSeconds } from "../core/format";
-import type { PanelModel } from "../core/model";
+import type { PanelModel, SourceRef } from "../core/model";
 import { stepRows } from "../core/steps";
-import { clipped, clippedList, h } from "./dom";
+import { clipped, clippedList, h, lineLinks } from "./dom";
 
-export function renderSummary(m: PanelModel): HTMLElement {
+/** `onSource`: JupyterLab, a step's line links to the cell (the capture's own: its prompt). */
+export function renderSummary(m: PanelModel, onSource?: (ref: SourceRef) => void): HTMLElement {
   const s = m.summary;
   const stat = (label: string, value: string, cls = "") => h("div", { class: `xla-stat ${cls}` }, h("div", { class: "xla-stat-value" }, value), h("div", { class: "xla-stat-label" }, label));
   const stats = h("div", { class: "xla-stats" },
@@ -28,7 +29,8 @@ export function renderSummary(m: PanelModel): HTMLElement {
     h("tbody", null, shown.map((r) => h("tr", { class: `xla-cache-${r.cache}` },
       h("td", null, r.count > 1 ? `${r.first}-${r.last} (${r.count}\u00d7)` : String(r.first)),
       h("td", null, r.cache), h("td", { class: "xla-num" }, fmtSeconds(r.compile_s)), h("td", { class: "xla-num" }, fmtSeconds(r.execute_s)),
-      h("td", null, clipped(r.cause, 300), r.line != null ? ` @ line ${r.line}` : "", r.code ? h("code", null, clipped(`: ${r.code}`, 200)) : "")))));
+      h("td", null, clipped(r.cause, 300), r.line != null ? h("span", null, " @ ", lineLinks([{ cell: m.capture.execution_count, line: r.line, code: r.code }], onSource)) : "",
+        r.code ? h("code", null, clipped(`: ${r.code}`, 200)) : "")))));
   out.append(h("h4", null, "Steps"), table);
   if (rows.length > shown.length) out.append(h("p", { class: "xla-muted" }, `${rows.length - shown.length} more rows`));
   return out;
