@@ -562,3 +562,31 @@ def test_only_the_last_panels_keep_a_live_widget(monkeypatch):
     assert len(live) == 2 and live.closed == 1
     for p in panels:
         p.close()
+
+
+def test_cell_prompts_name_a_line_by_the_newest_run_of_its_cell():
+    """Pure: runs of one notebook cell (by cell id, else by the same text) share a line's reference when
+    the newest run still has that code at that line (numbered as Python numbered it: leading blank
+    lines dropped, a cell magic's body after its %% line)."""
+    from xla_lab.capture import prompts as prompts_mod
+
+    p = prompts_mod.CellPrompts()
+    p.ran(2, "m", "\n\nimport torch\nclass M:\n    def f(self):\n        return 1\n")
+    p.ran(3, "t", "%%xla\nm.f()\n")
+    p.ran(7, "m", "\nimport torch\nclass M:\n    def f(self):\n        return 1\n")
+    p.ran(8, "t", "%%xla\nm.f()\n")
+    assert p.current(2, 4, "return 1") == 7 and p.current(3, 1, "m.f()") == 8
+    assert p.current(2, 3, "return 1") == 2  # not that line any more
+    assert p.current(7, 4, "return 1") == 7 and p.current(99, 1, "x") == 99 and p.current(2, 4, None) == 7
+    p.ran(9, None, "y = 1")
+    p.ran(12, None, "y = 1")  # no cell ids (a terminal): the same text is the same cell
+    assert p.current(9, 1, "y = 1") == 12
+    p.ran(None, "m", "ignored")  # a silent execution has no prompt
+    small = prompts_mod.CellPrompts()
+    old, prompts_mod.MAX_KEPT = prompts_mod.MAX_KEPT, 2
+    try:
+        for n in range(1, 5):
+            small.ran(n, "c", "x = 1")
+        assert sorted(small._runs) == [3, 4] and small.current(1, 1, "x = 1") == 1
+    finally:
+        prompts_mod.MAX_KEPT = old

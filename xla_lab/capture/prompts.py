@@ -10,12 +10,12 @@ has the referenced line's code; without cell ids, runs of the same text count as
 
 from __future__ import annotations
 
-MAX_KEPT = 20_000  # prompts remembered (a long session's oldest are forgotten; their lines stay as recorded)
+MAX_KEPT = 5_000  # prompts remembered (a long session's oldest are forgotten; their lines stay as recorded)
 
 
 class CellPrompts:
     def __init__(self):
-        self._runs: dict[int, tuple[object, list[str]]] = {}  # prompt -> (cell identity, lines of its text)
+        self._runs: dict[int, tuple[object, str]] = {}  # prompt -> (cell identity, its text)
         self._newest: dict[object, int] = {}  # cell identity -> its newest prompt
 
     def ran(self, prompt: int | None, cell_id: str | None, source: str) -> None:
@@ -23,7 +23,7 @@ class CellPrompts:
         if not isinstance(prompt, int):
             return
         ident = ("id", cell_id) if cell_id else ("text", source)
-        self._runs[prompt] = (ident, source.splitlines())
+        self._runs[prompt] = (ident, source)
         if prompt >= self._newest.get(ident, -1):
             self._newest[ident] = prompt
         if len(self._runs) > MAX_KEPT:
@@ -39,7 +39,7 @@ class CellPrompts:
         newest = self._newest.get(known[0], prompt)
         if newest == prompt or newest not in self._runs:
             return prompt
-        if code is not None and not _has_code(self._runs[newest][1], line, code):
+        if code is not None and not _has_code(self._runs[newest][1].splitlines(), line, code):
             return prompt
         return newest
 
