@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
+from xla_lab.capture.frames import current_line, fmt_line
 from xla_lab.capture.records import CellCapture, StepRecord
 
 from .details import KernelRow, clip, clip_list, kernel_lines_text, kernel_rows, main_step, memory_line, recompile_lines
@@ -74,7 +75,11 @@ def summary_rows(c: CellCapture) -> list[StepRow]:
             known = [v for v in values if v is not None]
             return sum(known) if known else None
 
-        line = "" if first.sync_line is None else str(first.sync_line)
+        # (the one format of a line reference: [5]:3, the cell's current prompt)
+        line = "" if first.sync_line is None else (
+            fmt_line(current_line({"cell": c.execution_count, "line": first.sync_line, "code": first.sync_code},
+                                  c.execution_count, c.source, None))
+            if c.execution_count is not None else f"line {first.sync_line}")
         if first.sync_code:
             line += f": {first.sync_code}"
         rows.append(StepRow(label, first.cache, first.sync_cause, line, first.graph_hash[:12],
@@ -206,7 +211,7 @@ def _text(part) -> list[str]:
     if isinstance(part, Steps):
         lines = [f"  {'step':<14}{'cache':<11} {'compile':>9} {'execute':>9}  cause / line"]
         for r in part.rows:
-            where = f" @ line {r.line}" if r.line else ""
+            where = f" @ {r.line}" if r.line else ""
             lines.append(f"  {r.steps:<14}{r.cache:<11} {_fmt_s(r.compile_s):>9} {_fmt_s(r.execute_s):>9}"
                          f"  {r.cause}{where}")
         if part.more:
