@@ -290,15 +290,10 @@ def _tell_side_panel(shell, capture) -> None:
     quiet_message). Only a kernel with a front end (ipykernel) is told: a terminal has no side panel."""
     if getattr(shell, "kernel", None) is None or capture is None:
         return
-    import uuid
-
-    from IPython.display import publish_display_data
-
     from xla_lab.view.panel import quiet_message
 
     try:
-        publish_display_data(quiet_message(capture), transient={"display_id": f"xla-lab-quiet-{uuid.uuid4().hex}"},
-                             update=True)
+        _send_to_side_panel(quiet_message(capture))
     except Exception as exc:  # the side panel misses one run; the cell and its capture are fine
         print(f"xla_lab: could not send the quiet cell's capture to the side panel: {exc}", file=sys.stderr)
 
@@ -306,10 +301,6 @@ def _tell_side_panel(shell, capture) -> None:
 def send_full_capture(cell_id: str, execution_count: int | None, started_at: float) -> None:
     """JupyterLab's side panel asks for a quiet run's whole model (a silent execution, when a step of it
     is opened): sent like the quiet message. Raises if the kernel no longer keeps the capture."""
-    import uuid
-
-    from IPython.display import publish_display_data
-
     from xla_lab.view.panel import full_message
 
     s = session_mod.current()
@@ -318,8 +309,17 @@ def send_full_capture(cell_id: str, execution_count: int | None, started_at: flo
     if found is None:
         raise LookupError(f"xla_lab no longer keeps the capture of cell [{execution_count}] (XLA_LAB_MAX_HISTORY, "
                           "%xla clear, or a restarted kernel): run the cell again to see its graphs")
-    publish_display_data(full_message(found), transient={"display_id": f"xla-lab-quiet-{uuid.uuid4().hex}"},
-                         update=True)
+    _send_to_side_panel(full_message(found))
+
+
+def _send_to_side_panel(data: dict) -> None:
+    """An update of a display id no output has: front ends show and save nothing, the side panel (which
+    reads every message of the kernel) takes it."""
+    import uuid
+
+    from IPython.display import publish_display_data
+
+    publish_display_data(data, transient={"display_id": f"xla-lab-quiet-{uuid.uuid4().hex}"}, update=True)
 
 
 def _is_terminal(shell) -> bool:

@@ -80,6 +80,18 @@ def jupyter_lab(work: Path, root: Path, *, args: tuple = (), env: dict | None = 
             shutil.copy(log_path, keep_log)
 
 
+
+@contextmanager
+def jupyter_lab_with_extension(work: Path, root: Path, labext: Path, keep_log: Path | None = None):
+    """``jupyter_lab`` with the built xla-lab extension (``labext``, xla_lab/labextension) on JUPYTER_PATH,
+    whatever the venv has installed, and the app exposed to the page (``window.jupyterapp``)."""
+    data = work / "data" / "labextensions"
+    data.mkdir(parents=True)
+    (data / "xla-lab").symlink_to(labext, target_is_directory=True)
+    with jupyter_lab(work, root, args=("--LabApp.expose_app_in_browser=True",), env={"JUPYTER_PATH": str(work / "data")},
+                     keep_log=keep_log) as server:
+        yield server
+
 @contextmanager
 def chromium_page(viewport: dict):
     """A headless chromium page; ``page.errors`` collects page errors and dialogs (an alert() from user

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyterlab_server import assert_legible, chromium_page, jupyter_lab, open_notebook, write_notebook
+from jupyterlab_server import assert_legible, chromium_page, jupyter_lab_with_extension, open_notebook, write_notebook
 from test_panel_browser import FIRST_RENDER_GOAL_MS  # skips as that module does
 
 pytestmark = pytest.mark.browser
@@ -76,11 +76,7 @@ def lab(tmp_path_factory):
     nbdir = work / "notebooks"
     nbdir.mkdir()
     write_notebook(nbdir / NB, CELLS)
-    data = work / "data" / "labextensions"
-    data.mkdir(parents=True)
-    (data / "xla-lab").symlink_to(LABEXT, target_is_directory=True)
-    with jupyter_lab(work, nbdir, args=("--LabApp.expose_app_in_browser=True",),
-                     env={"JUPYTER_PATH": str(work / "data")}, keep_log=ARTIFACTS / "server.log") as server:
+    with jupyter_lab_with_extension(work, nbdir, LABEXT, keep_log=ARTIFACTS / "server.log") as server:
         yield {**server, "dir": nbdir}
 
 

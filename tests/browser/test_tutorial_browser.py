@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyterlab_server import assert_legible, chromium_page, jupyter_lab, open_notebook
-from test_labextension_browser import ARTIFACTS as LAB_ARTIFACTS, LABEXT, _command, _open_sidebar, _wait_idle  # noqa: F401 (skips as it does)
+from jupyterlab_server import assert_legible, chromium_page, jupyter_lab_with_extension, open_notebook
+from test_labextension_browser import LABEXT, _command, _open_sidebar, _wait_idle  # (skips as that module does)
 
 pytestmark = pytest.mark.browser
 
@@ -41,11 +41,7 @@ def lab(tmp_path_factory):
     nb["cells"].insert(train + 1, {"cell_type": "code", "execution_count": None, "id": "quiet-forward", "metadata": {},
                                    "outputs": [], "source": QUIET})
     (nbdir / NB).write_text(json.dumps(nb))
-    data = work / "data" / "labextensions"
-    data.mkdir(parents=True)
-    (data / "xla-lab").symlink_to(LABEXT, target_is_directory=True)
-    with jupyter_lab(work, nbdir, args=("--LabApp.expose_app_in_browser=True",),
-                     env={"JUPYTER_PATH": str(work / "data")}, keep_log=ARTIFACTS / "server.log") as server:
+    with jupyter_lab_with_extension(work, nbdir, LABEXT, keep_log=ARTIFACTS / "server.log") as server:
         yield {**server, "dir": nbdir}
 
 

@@ -17,6 +17,7 @@ class CellPrompts:
     def __init__(self):
         self._runs: dict[int, tuple[object, str]] = {}  # prompt -> (cell identity, its text)
         self._newest: dict[object, int] = {}  # cell identity -> its newest prompt
+        self._body: dict[int, list[str]] = {}  # prompt -> its lines as Python numbered them (split when first asked)
 
     def ran(self, prompt: int | None, cell_id: str | None, source: str) -> None:
         """A cell is about to run as ``prompt``."""
@@ -28,7 +29,10 @@ class CellPrompts:
             self._newest[ident] = prompt
         if len(self._runs) > MAX_KEPT:
             for old in sorted(self._runs)[: len(self._runs) - MAX_KEPT]:
-                del self._runs[old]
+                old_ident = self._runs.pop(old)[0]
+                self._body.pop(old, None)
+                if self._newest.get(old_ident) == old:  # (a cell known by its text holds that text here)
+                    del self._newest[old_ident]
 
     def current(self, prompt: int, line: int | None, code: str | None) -> int:
         """The newest prompt of the cell that ran as ``prompt``, if that run has ``code`` at ``line``
@@ -39,22 +43,22 @@ class CellPrompts:
         newest = self._newest.get(known[0], prompt)
         if newest == prompt or newest not in self._runs:
             return prompt
-        if code is not None and not _has_code(self._runs[newest][1].splitlines(), line, code):
-            return prompt
+        if code is not None:
+            body = self._body.get(newest)
+            if body is None:  # (asked once per line of every graph a view draws: split once)
+                body = self._body[newest] = _body_lines(self._runs[newest][1])
+            if not (isinstance(line, int) and 1 <= line <= len(body) and body[line - 1].strip() == code.strip()):
+                return prompt
         return newest
 
-    def clear(self) -> None:
-        self._runs.clear()
-        self._newest.clear()
 
-
-def _has_code(lines: list[str], line: int | None, code: str) -> bool:
-    """Whether ``code`` is at ``line`` as Python numbered the cell: IPython drops a cell's leading blank
-    lines before compiling it, and a cell magic's body starts after its ``%%`` line."""
+def _body_lines(source: str) -> list[str]:
+    """A cell's lines as Python numbered them: IPython drops a cell's leading blank lines before compiling
+    it, and a cell magic's body starts after its ``%%`` line."""
+    lines = source.splitlines()
     start = next((i for i, text in enumerate(lines) if text.strip()), 0)
     body = lines[start:]
-    body = body[1:] if body and body[0].startswith("%%") else body
-    return isinstance(line, int) and 1 <= line <= len(body) and body[line - 1].strip() == code.strip()
+    return body[1:] if body and body[0].startswith("%%") else body
 
 
 PROMPTS = CellPrompts()  # the kernel's: fed by hooks.CELLS before each cell runs

@@ -90,12 +90,10 @@ def recompile_lines(c: CellCapture) -> list[str]:
 def kernel_rows(step: StepRecord, top: int | None = 6, capture: CellCapture | None = None) -> list[KernelRow]:
     """The heaviest kernels of the step's graph; with ``capture``, their lines as that run names them."""
     kernels = sorted(step.fusions or [], key=lambda k: (-k["flops"], -k["bytes"], k["name"]))
-    compiled_in = step.artifacts.compiled_in if step.artifacts else None
     rows = []
     for k in kernels[:top]:
         if capture is not None:
-            k = {**k, "lines": [current_line(ln, capture.execution_count, capture.source, compiled_in)
-                                for ln in k["lines"]]}
+            k = {**k, "lines": [shown_line(ln, step, capture) for ln in k["lines"]]}
         ops = ", ".join(op.removeprefix("aten::") for op in k["aten_ops"][:4])
         if len(k["aten_ops"]) > 4:
             ops += f" +{len(k['aten_ops']) - 4}"

@@ -293,14 +293,10 @@ export class XlaSidebar extends Widget {
     for (const b of Array.from(this.listEl.querySelectorAll<HTMLElement>(".xla-lab-step"))) b.setAttribute("aria-selected", String(b.dataset.stepId === id));
     const views = await loadViews();
     const d = this.ensureDetail();
-    if (r.entry.model.partial) {
-      d.showView(`XLA Lab: ${captureTitle(r.entry)} step ${r.step.index}`, "loading", loadingView("asking the kernel for this quiet run's graphs\u2026"));
-      this.deps.showDetail(d, this.panel);
-      const why = await this.complete(r.entry);
-      if (why !== null) { d.showView(`XLA Lab: ${captureTitle(r.entry)}`, "error", loadingView(why, true)); return; }
-      r = this.store?.find(id) ?? r;
-    }
-    d.showView(`XLA Lab: ${captureTitle(r.entry)} step ${r.step.index}`, "step", views.stepView(r, this.viewDeps(), t0));
+    const title = `XLA Lab: ${captureTitle(r.entry)} step ${r.step.index}`;
+    if (!(await this.completeAll(d, title, [r.entry]))) return;
+    r = this.store?.find(id) ?? r;
+    d.showView(title, "step", views.stepView(r, this.viewDeps(), t0));
     this.deps.showDetail(d, this.panel);
   }
 
@@ -310,17 +306,24 @@ export class XlaSidebar extends Widget {
     if (!a || !b) return;
     const views = await loadViews();
     const d = this.ensureDetail();
-    for (const r of [a, b]) {
-      if (!r.entry.model.partial) continue;
-      d.showView("XLA Lab: compare", "loading", loadingView("asking the kernel for the quiet run's graphs\u2026"));
-      this.deps.showDetail(d, this.panel);
-      const why = await this.complete(r.entry);
-      if (why !== null) { d.showView("XLA Lab: compare", "error", loadingView(why, true)); return; }
-    }
+    if (!(await this.completeAll(d, "XLA Lab: compare", [a.entry, b.entry]))) return;
     a = this.store?.find(idA) ?? a;
     b = this.store?.find(idB) ?? b;
     d.showView(`XLA Lab: compare`, "compare", views.compareView(a, b, this.viewDeps(), t0));
     this.deps.showDetail(d, this.panel);
+  }
+
+  /** Quiet runs among `entries` get their graphs from the kernel first, the tab saying so meanwhile;
+   * false (the tab says why) if one cannot. */
+  private async completeAll(d: XlaDetail, title: string, entries: CaptureEntry[]): Promise<boolean> {
+    for (const e of entries) {
+      if (!e.model.partial) continue;
+      d.showView(title, "loading", loadingView("asking the kernel for this quiet run's graphs\u2026"));
+      this.deps.showDetail(d, this.panel);
+      const why = await this.complete(e);
+      if (why !== null) { d.showView(title, "error", loadingView(why, true)); return false; }
+    }
+    return true;
   }
 
   /** A quiet run arrives with its steps only: its graphs and HLO come from the kernel when first needed
