@@ -82,13 +82,13 @@ class XlaMagics(Magics):
                                                      profile=args.profile or session.profile_every_cell),
                                 hooks.CELLS.info, progress=progress)
         error = run.error
-        if args.quiet:
-            _tell_side_panel(self.shell, run.capture)
-        else:
-            with HeldInterrupts(cell_run.RECORDING_NOTE) as held:  # (the capture is recorded: show it whole)
+        with HeldInterrupts(cell_run.RECORDING_NOTE) as held:  # (the capture is recorded: show or send it whole)
+            if args.quiet:
+                _tell_side_panel(self.shell, run.capture)
+            else:
                 _show(self.shell, SummaryView(run.capture), save=args.save or session.save)
-            if held.interrupted and error is None:
-                error = KeyboardInterrupt("interrupted after the cell's code had run (the capture is recorded)")
+        if held.interrupted and error is None:
+            error = KeyboardInterrupt("interrupted after the cell's code had run (the capture is recorded)")
         if error is not None:
             raise error
         return run.result
