@@ -337,9 +337,11 @@ def assign_timings(steps: list[StepRecord], explicit: list[ExplicitSync | None],
             ends.append(None)
     buckets = {k: [0.0] * len(steps) for k in ("to_device", "from_device")}
     outside = {"to_device_s": 0.0, "from_device_s": 0.0}
+    # A step's window ends when its sync returned. The next step's first upload can end 20-100 us
+    # later, so the only slack allowed is the float rounding of a unix time (about 0.2 us).
     for kind in ("to_device", "from_device"):
         for sample in samples[kind]:
-            idx = next((i for i, e in enumerate(ends) if e is not None and sample.end <= e + 1e-4), None)
+            idx = next((i for i, e in enumerate(ends) if e is not None and sample.end <= e + 1e-6), None)
             if idx is None:
                 outside[f"{kind}_s"] += sample.seconds
             else:
