@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Callable
 
 from .metrics import NOT_FALLBACKS
 from .steps import HOOK_FUNCTION, ExplicitSync
@@ -65,6 +66,9 @@ class SyncHook:
         self.records: list[ExplicitSync] = []
         self.final_pending = False
         self.tracking = tracking
+        # called with ``executed`` after each explicit sync of the cell (e.g. a profiler window that
+        # closes after N steps); their time is the sync record's ``held_s``, not the user's
+        self.listeners: list[Callable[[bool], None]] = []
 
     def install(self) -> None:
         if self._original is not None:
@@ -77,6 +81,7 @@ class SyncHook:
         debug_file = self._debug_file
         hook = self
         tracking = self.tracking
+        listeners = self.listeners
         compiles = self._xlac._xla_counter_value
 
         def _xla_lab_step_marker(*args, **kwargs):
@@ -90,11 +95,16 @@ class SyncHook:
                 done = True
                 return out
             finally:
-                record.exit = time.time()
+                returned = time.time()
                 # A sync that raised (XLA rejected the graph) logged a compile but ran nothing.
                 record.executed = done and _size(debug_file) != size
                 records.append(record)
                 tracking.after_sync(compiled=compiles("UncachedCompile") != uncached, executed=record.executed)
+                for listener in listeners:
+                    listener(record.executed)
+                record.exit = time.time()
+                if listeners:
+                    record.held_s = record.exit - returned
 
         _xla_lab_step_marker.__wrapped__ = original
         self._xlac._xla_step_marker = _xla_lab_step_marker

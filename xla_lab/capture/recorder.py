@@ -76,6 +76,11 @@ class CellRecorder:
         self._t0 = time.time()
         self.capture.started_at = self._t0
 
+    def on_explicit_sync(self, listener) -> None:
+        """Call ``listener(executed)`` after each explicit sync of the cell (``torch_xla.sync()``,
+        ``xm.mark_step()``); the time it takes is not counted as the user's."""
+        self._hook.listeners.append(listener)
+
     def compile_watch(self) -> CompileWatch:
         """A watch on the sync log that says "a compile started for graph H at time t" while the cell
         runs (for live progress); it reads without consuming, so the capture is unchanged."""

@@ -36,6 +36,7 @@ class ExplicitSync:
     exit: float = 0.0
     executed: bool = False  # the sync ran a graph (it wrote to the sync log)
     final: bool = False  # xla_lab's own end-of-cell sync
+    held_s: float = 0.0  # time xla_lab's listeners took inside the hook after the sync (not the user's)
     fallbacks: dict[str, int] | None = None  # cumulative CPU-fallback counts when it was called
 
 
@@ -356,7 +357,7 @@ def assign_timings(steps: list[StepRecord], explicit: list[ExplicitSync | None],
         t["to_device_s"] = buckets["to_device"][i]
         t["from_device_s"] = buckets["from_device"][i]
         if ends[i] is not None:
-            window = ends[i] - previous_end
+            window = ends[i] - previous_end - (explicit[i].held_s if explicit[i] is not None else 0.0)
             blocking = (t["compile_s"] or 0.0) + t["to_device_s"] + t["from_device_s"]
             if explicit[i] is None:
                 blocking += t["execute_s"] or 0.0
