@@ -147,6 +147,42 @@ def test_unprofiled_cells_have_no_profile_and_profile_on_profiles_every_cell(ip,
     assert xla_cell("z = prof_x.sum()", "-q").profile is None
 
 
+def test_a_long_loop_is_profiled_for_its_first_steps_only(ip, xla_cell, profiled):
+    """By default the session records the first 20 explicit steps (a cached loop's first steps measure
+    the rest, and recording every step of a long loop costs time and memory in proportion); the
+    window's end (waiting for the device, ending the session) is not counted as the user's trace time;
+    --profile-steps N and all change the window."""
+    loop = TRAIN.replace("range(4)", "range(26)")
+    capture = xla_cell(loop, "-q --profile")
+    assert len(capture.steps) == 26 and capture.profile["recorded_steps"] == 20
+    assert [row["step"] for row in capture.profile["steps"]] == list(range(20))
+    assert {k.count for k in breakdown.kernel_times(capture)} == {20}  # every kernel, once per recorded step
+    assert any("profiled the first 20 of the cell's 26 steps" in n for n in capture.notes)
+    from xla_lab.view.summary import measured_totals
+
+    assert "first 20 of the cell's 26 steps" in measured_totals(capture)
+    # the step that closed the window waited for the device and ended the session inside the sync
+    # hook: that time is xla_lab's, so its trace time is like its neighbours'
+    traces = [s.timings["trace_s"] for s in capture.steps]
+    assert traces[19] < 5 * max(traces[18], traces[20]) + 0.005, traces[17:22]
+
+    short = xla_cell(loop, "-q --profile-steps 3")  # (implies --profile)
+    assert short.profile["recorded_steps"] == 3 and len(short.profile["steps"]) == 3
+    every = xla_cell(loop, "-q --profile --profile-steps all")
+    assert every.profile["recorded_steps"] == 26 and len(every.profile["steps"]) == 26
+    assert not any("profiled the first" in n for n in every.notes)
+    # within the window the cell runs as usual: all its steps are captured, its tensors are right
+    assert len(short.steps) == len(every.steps) == 26
+    result = ip.run_cell("%%xla -q --profile-steps 0\nz = prof_x.sum()")
+    assert not result.success and "--profile-steps takes a number" in str(result.error_in_exec)
+    ip.run_line_magic("xla", "profile on 2")  # every cell, 2 steps each
+    try:
+        assert xla_cell(loop, "-q").profile["recorded_steps"] == 2
+    finally:
+        ip.run_line_magic("xla", "profile on 20")
+        ip.run_line_magic("xla", "profile off")
+
+
 def test_a_running_user_trace_is_left_alone(ip, xla_cell, tmp_path):
     import torch_xla.debug.profiler as xp
 

@@ -23,6 +23,7 @@ from typing import Any, Callable
 from xla_lab.capture.analysis import CellFiles
 from xla_lab.capture.records import CellCapture
 from xla_lab.interrupts import HeldInterrupts
+from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
 
 RECORDING_NOTE = ("interrupted; the cell stops once xla_lab has finished its sync and its capture "
                   "(a running XLA compile cannot be stopped)")
@@ -35,6 +36,7 @@ class CellOptions:
     track_lines: str = "auto"  # "auto" | "always"
     no_sync: bool = False  # leave pending work lazy
     profile: bool = False  # run the cell under a profiler session and join measured time (--profile)
+    profile_steps: int | None = DEFAULT_PROFILE_STEPS  # explicit steps the session records (None: all)
 
 
 @dataclass
@@ -75,7 +77,7 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
                                     track_lines=options.track_lines, cells=CellFiles.from_shell(shell, filename, count))
         recorder.named = bool(options.name)
         recorder.start()
-        profiler = _start_profiler(recorder.capture) if options.profile else None
+        profiler = _start_profiler(recorder, options.profile_steps) if options.profile else None
         watch = progress(recorder) if progress is not None else None
     error: BaseException | None = None
     result = None
@@ -126,15 +128,16 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
     return CellRun(capture, result, error)
 
 
-def _start_profiler(capture):
+def _start_profiler(recorder, steps: int | None):
     from xla_lab.profile.session import ProfilerBusy, ProfilerSession
 
-    profiler = ProfilerSession()
+    profiler = ProfilerSession(steps)
     try:
         profiler.start()
     except ProfilerBusy as exc:
-        capture.notes.append(f"not profiled: {exc}")
+        recorder.capture.notes.append(f"not profiled: {exc}")
         return None
+    recorder.on_explicit_sync(profiler.after_sync)  # ends the session after its steps
     return profiler
 
 
@@ -143,7 +146,8 @@ def _attach_profile(session, capture: CellCapture, profiler) -> None:
 
     try:
         data = profiler.stop()
-        attach_profile(capture, data, session.runtime.device_env)
+        attach_profile(capture, data, session.runtime.device_env, recorded=profiler.recorded_executions,
+                       max_steps=profiler.max_steps)
         session.keep_profile(capture, data)
     except Exception as exc:  # never lose the capture to the profile
         capture.notes.append(f"the profile could not be joined: {type(exc).__name__}: {exc}")

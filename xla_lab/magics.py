@@ -13,6 +13,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from xla_lab import cell_run, hooks
 from xla_lab import session as session_mod
 from xla_lab.interrupts import HeldInterrupts
+from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
 from xla_lab.view.saved_output import SAVE_CHOICES
 from xla_lab.view.summary import SummaryView
 
@@ -34,13 +35,17 @@ class XlaMagics(Magics):
     @argument("--profile", action="store_true",
               help="Run the cell under a profiler session and show measured time per kernel, aten op, source "
                    "line and step, with a roofline reading (%%xla profile on: every cell).")
+    @argument("--profile-steps", default=None, metavar="N|all",
+              help=f"With --profile: record the cell's first N explicit steps (default {DEFAULT_PROFILE_STEPS}, or what "
+                   "%%xla profile on STEPS set: a cached loop's first steps measure what the rest cost) or 'all' of "
+                   "them (slower, and the recording grows with the loop). Implies --profile.")
     @argument("--save", choices=SAVE_CHOICES, default=None,
               help="What the notebook keeps of this cell's output: 'full' (every view, packed) or 'summary' "
                    "(text and an HTML summary, for notebooks you share). Default: the session's (%%xla save).")
     @argument("command", nargs="*",
               help="Line magic only: status | history | show [N] | clear | report FILE.html | "
                    "queue [status | pause | resume | clear | run | add STEP ARG=8x128 ...] | save [full | summary] | "
-                   "profile [on | off | export DIR [N]].")
+                   "profile [on [STEPS | all] | off | export DIR [N]].")
     @line_cell_magic
     def xla(self, line: str, cell: str | None = None):
         """Run a cell on the lazy XLA device and show what XLA did with it.
@@ -79,7 +84,10 @@ class XlaMagics(Magics):
         progress = None if args.quiet or _is_terminal(self.shell) else _progress(session)
         run = cell_run.run_cell(self.shell, session, cell,
                                 cell_run.CellOptions(name=args.name, track_lines=args.track_lines, no_sync=args.no_sync,
-                                                     profile=args.profile or session.profile_every_cell),
+                                                     profile=(args.profile or session.profile_every_cell
+                                                              or args.profile_steps is not None),
+                                                     profile_steps=(session.profile_steps if args.profile_steps is None
+                                                                    else _profile_steps(args.profile_steps))),
                                 hooks.CELLS.info, progress=progress)
         error = run.error
         with HeldInterrupts(cell_run.RECORDING_NOTE) as held:  # (the capture is recorded: show or send it whole)
@@ -136,13 +144,16 @@ class XlaMagics(Magics):
         print(f"xla_lab: saved %%xla outputs keep {what}.")
 
     def _profile(self, session, words: list[str]) -> None:
-        usage = "usage: %xla profile [on | off | export DIR [N]]"
+        usage = "usage: %xla profile [on [STEPS | all] | off | export DIR [N]]"
         if not words:
             state = "on (every %%xla cell)" if session.profile_every_cell else "off (use %%xla --profile for one cell)"
             print(f"xla_lab: profiling is {state}.")
-        elif words[0] in ("on", "off") and len(words) == 1:
+        elif (words[0] == "on" and len(words) <= 2) or words == ["off"]:
             session.profile_every_cell = words[0] == "on"
-            print(f"xla_lab: profiling {'every %%xla cell' if session.profile_every_cell else 'is off'}.")
+            if len(words) == 2:
+                session.profile_steps = _profile_steps(words[1])
+            steps = "every step" if session.profile_steps is None else f"the first {session.profile_steps} steps"
+            print(f"xla_lab: profiling {f'every %%xla cell ({steps})' if session.profile_every_cell else 'is off'}.")
         elif words[0] == "export" and len(words) in (2, 3):
             from xla_lab.profile.export import export_profile
 
@@ -320,6 +331,19 @@ def _send_to_side_panel(data: dict) -> None:
     from IPython.display import publish_display_data
 
     publish_display_data(data, transient={"display_id": f"xla-lab-quiet-{uuid.uuid4().hex}"}, update=True)
+
+
+def _profile_steps(value: str) -> int | None:
+    """``--profile-steps``: a count of steps, or None for all of them."""
+    if value.strip().lower() == "all":
+        return None
+    try:
+        steps = int(value)
+    except ValueError:
+        steps = 0
+    if steps < 1:
+        raise UsageError(f"--profile-steps takes a number of steps (1 or more) or 'all', not {value!r}")
+    return steps
 
 
 def _is_terminal(shell) -> bool:

@@ -13,6 +13,7 @@ from xla_lab.capture.records import CellCapture
 from xla_lab.capture.recorder import CellRecorder
 from xla_lab.capture.store import ArtifactStore
 from xla_lab.capture.xla_logs import AppendedLog, parse_debug_log
+from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
 from xla_lab.view.saved_output import default_save
 
 
@@ -43,6 +44,7 @@ class Session:
         self.save = default_save()  # what notebooks keep of a %%xla output: full | summary (%xla save)
         self._unload_paused_queue = False
         self.profile_every_cell = False  # %xla profile on: every %%xla cell runs as with --profile
+        self.profile_steps: int | None = DEFAULT_PROFILE_STEPS  # steps a profiled cell records (None: all)
         # the raw profiles (XSpace bytes) of the last profiled captures, for the XProf export; the
         # capture itself keeps the joined record
         self._profiles: list[tuple[CellCapture, bytes]] = []

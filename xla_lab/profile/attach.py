@@ -21,8 +21,11 @@ def step_infos(capture) -> list[StepInfo]:
     return out
 
 
-def attach_profile(capture, data: bytes, device: str = "CPU") -> None:
-    """Set ``capture.profile`` from the XSpace bytes of a session that ran around the cell."""
+def attach_profile(capture, data: bytes, device: str = "CPU", recorded: int | None = None,
+                   max_steps: int | None = None) -> None:
+    """Set ``capture.profile`` from the XSpace bytes of a session that ran around the cell.
+    ``recorded``: the executions the session saw when it ended after its first ``max_steps``
+    explicit steps (None: it ran to the cell's end); those are the cell's first steps."""
     from .peaks import peaks
 
     try:
@@ -30,17 +33,25 @@ def attach_profile(capture, data: bytes, device: str = "CPU") -> None:
     except ProfileFormatError as exc:
         capture.notes.append(f"the profile could not be read: {exc}")
         return
+    infos = step_infos(capture)
+    if recorded is not None and recorded < len(infos):
+        infos = infos[:recorded]
+        capture.notes.append(
+            f"profiled the first {recorded} of the cell's {len(capture.steps)} steps: the session ends after "
+            f"{max_steps} explicit syncs (%%xla --profile-steps N to change that, --profile-steps all to record "
+            "every step, which costs time and memory in proportion)")
     with gc_paused():
-        record = join_profile(planes, step_infos(capture))
+        record = join_profile(planes, infos)
+    record["recorded_steps"] = len(infos)
     try:
         record["peaks"] = peaks(device)
     except Exception as exc:  # a failed microbenchmark costs the roofline, not the profile
         record["peaks"] = None
         capture.notes.append(f"the roofline's peaks could not be measured: {type(exc).__name__}: {exc}")
     profiled = len(record["steps"])
-    if profiled < len(capture.steps):
-        capture.notes.append(f"the profile has device events for {profiled} of the cell's {len(capture.steps)} "
-                             "steps (the others ran no kernel, or their events were not recorded)")
+    if profiled < len(infos):
+        capture.notes.append(f"the profile has device events for {profiled} of the {len(infos)} steps it recorded "
+                             "(the others ran no kernel, or their events were not recorded)")
     if record["unmatched_executions"]:
         capture.notes.append(f"the profile holds {record['unmatched_executions']} executions of graphs that are "
                              "not the cell's steps (e.g. a precompile job or another thread): left out of the "

@@ -232,4 +232,6 @@ def profile_model(c: CellCapture, earlier: list[CellCapture] | tuple = ()) -> di
         "steps": [{k: row[k] for k in ("step", "cache", "start_ns", "span_ns", "busy_ns", "kernel_ns",
                                        "idle_before_ns", "host", "execute_s")} for row in steps],
         "compare": breakdown.compare(before, c, after_kernels=kernels) if before is not None else None,
+        # the steps the session recorded (--profile-steps): the cell's first ones
+        "recorded_steps": c.profile.get("recorded_steps", len(c.steps)), "cell_steps": len(c.steps),
     }

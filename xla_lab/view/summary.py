@@ -157,7 +157,10 @@ def measured_totals(capture) -> str:
     steps = capture.profile.get("steps", [])
     busy = sum(s["busy_ns"] for s in steps)
     idle = sum(s["idle_before_ns"] for s in steps[1:])
-    return (f"measured: {len(steps)} executions, device busy {fmt_ns(busy)}, "
+    recorded = capture.profile.get("recorded_steps")
+    window = (f" (the first {recorded} of the cell's {len(capture.steps)} steps were recorded)"
+              if recorded is not None and recorded < len(capture.steps) else "")
+    return (f"measured: {len(steps)} executions{window}, device busy {fmt_ns(busy)}, "
             f"device idle between steps {fmt_ns(idle)} (waiting for Python, input, compiles)")
 
 

@@ -94,6 +94,8 @@ export interface Profile {
   kernels: ProfileKernel[]; kernels_more: number; lines: ProfileLine[]; model_lines: ProfileLine[];
   ops: { op: string; total_ns: number; share: number }[]; steps: ProfileStep[];
   compare: { with: number | null; before_step_ns: number; after_step_ns: number; rows: ProfileCompareRow[] } | null;
+  /** the cell's first steps that the session recorded (%%xla --profile-steps), of all its steps */
+  recorded_steps?: number; cell_steps?: number;
 }
 
 export interface PanelModel {

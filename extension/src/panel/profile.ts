@@ -18,8 +18,10 @@ export function renderProfile(p: Profile, timeline: readonly TimelineRow[], opts
   const el = h("div", { class: "xla-profile" });
   const busy = p.steps.reduce((a, st) => a + st.busy_ns, 0);
   const idle = p.steps.slice(1).reduce((a, st) => a + st.idle_before_ns, 0);
+  const windowed = p.recorded_steps != null && p.cell_steps != null && p.recorded_steps < p.cell_steps;
   el.append(h("p", null, `Measured: ${p.steps.length} executions, device busy ${fmtNs(busy)}` +
-    (p.steps.length ? ` (${fmtNs(busy / p.steps.length)} per step)` : "") + `, device idle between steps ${fmtNs(idle)} (waiting for Python, input or compiles).`));
+    (p.steps.length ? ` (${fmtNs(busy / p.steps.length)} per step)` : "") + `, device idle between steps ${fmtNs(idle)} (waiting for Python, input or compiles).` +
+    (windowed ? ` The session recorded the cell's first ${p.recorded_steps} of ${p.cell_steps} steps (--profile-steps).` : "")));
   el.append(h("p", { class: "xla-muted" }, p.peaks
     ? `Roofline against ${fmtCount(p.peaks.flops_per_s, "FLOP/s")} and ${fmtBytes(p.peaks.bytes_per_s)}/s (${p.peaks.source}). Bytes are the HLO's operand and result sizes: caches are ignored, so small kernels can beat the memory roof.`
     : "No roofline: this device's peaks are unknown (set XLA_LAB_PEAKS=FLOPS,BYTES)."));
@@ -36,15 +38,21 @@ export function renderProfile(p: Profile, timeline: readonly TimelineRow[], opts
 
 function kernelsTable(p: Profile, opts: ProfileOptions): HTMLElement {
   const kernelColor = opts.color ?? hashColor;
-  const head = h("tr", null, ["kernel", "kind", "runs", "total", "mean", "share", "est. flops", "est. bytes", "achieved", "roof", "bound", "lines"].map((c) => h("th", null, c)));
+  // Eight columns, so the table fits a notebook's cell panel: the kind goes under the name, the
+  // estimates share a cell, and so do the roofline's three figures.
+  const head = h("tr", null, ["kernel", "runs", "total", "mean", "share", "estimated", "roofline", "lines"].map((c) => h("th", null, c)));
   const rows = p.kernels.map((k) => {
+    const achieved = k.flops_per_s ? fmtCount(k.flops_per_s, "FLOP/s") : k.bytes_per_s != null ? `${fmtBytes(k.bytes_per_s)}/s` : "-";
     const tr = h("tr", { class: "xla-kernel-row", "data-kernel": k.name },
-      h("td", null, h("span", { class: "xla-swatch", style: `background:${kernelColor(k.name)}` }), h("code", null, k.name)),
-      h("td", null, k.kind), h("td", { class: "xla-num" }, String(k.count)), h("td", { class: "xla-num" }, fmtNs(k.total_ns)),
+      h("td", null, h("span", { class: "xla-swatch", style: `background:${kernelColor(k.name)}` }), h("code", null, k.name),
+        h("div", { class: "xla-muted xla-kernel-kind" }, k.kind)),
+      h("td", { class: "xla-num" }, String(k.count)), h("td", { class: "xla-num" }, fmtNs(k.total_ns)),
       h("td", { class: "xla-num" }, fmtNs(k.mean_ns)), h("td", { class: "xla-nowrap" }, bar(k.share), " ", fmtShare(k.share)),
-      h("td", { class: "xla-num" }, fmtCount(k.flops, "FLOP")), h("td", { class: "xla-num" }, fmtBytes(k.bytes)),
-      h("td", { class: "xla-num" }, k.flops_per_s ? fmtCount(k.flops_per_s, "FLOP/s") : k.bytes_per_s != null ? `${fmtBytes(k.bytes_per_s)}/s` : "-"),
-      h("td", { class: "xla-num" }, fmtShare(k.roof_share)), h("td", { class: `xla-bound-${k.bound ?? "none"}` }, k.bound ?? "-"), h("td", null, k.lines));
+      h("td", { class: "xla-num", title: "estimated from the HLO: floating-point operations, bytes read and written" },
+        fmtCount(k.flops, "FLOP"), h("br"), fmtBytes(k.bytes)),
+      h("td", { class: "xla-num", title: "achieved rate, its share of this machine's peak, and what bounds the kernel" },
+        achieved, h("br"), fmtShare(k.roof_share), " ", h("span", { class: `xla-bound-${k.bound ?? "none"}` }, k.bound ?? "-")),
+      h("td", null, k.lines));
     if (opts.onKernel) tr.addEventListener("click", () => opts.onKernel!(k.name));
     return tr;
   });
