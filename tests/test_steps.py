@@ -147,6 +147,17 @@ def step(index, h, sig, cause="torch_xla.sync()", line=5, cache="miss") -> StepR
                       artifacts=GraphArtifacts(graph_hash=h, signature=sig))
 
 
+def test_a_later_graph_with_no_earlier_one_at_its_sync_is_not_called_the_cells_first_compile():
+    """A loop that reads loss.item() before its sync compiles two graphs in step 0: the second is the
+    cell's first graph synced at its line, not the cell's first compile."""
+    cut = step(0, "a", signature(["f32[8,4]"]), cause="implicit: .item() reads the value", line=7)
+    rest = step(1, "b", signature(["f32[8,4]", "f32[4]"]), line=8)
+    joins.explain_recompiles([cut, rest], [])
+    assert "first compile of this cell" in cut.recompile_reason
+    assert rest.recompile_reason == ("the cell's first graph synced at line 8: no earlier graph synced there "
+                                     "to compare with")
+
+
 def test_a_miss_is_compared_with_the_nearest_earlier_graph_of_the_cell():
     first = step(0, "a", signature(["f32[8,4]"]))
     grown = step(1, "b", signature(["f32[8,4]", "f32[4]", "f32[4]"]))

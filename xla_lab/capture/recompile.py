@@ -127,15 +127,18 @@ def _listed(items: list[str], noun: str) -> list[str]:
     return items[:MAX_LISTED] + ([f"and {_n(more, 'more ' + noun)}"] if more > 0 else [])
 
 
-def explain(new: dict, old: dict | None, *, split_by: str | None = None, compared_with: str | None = None) -> str:
+def explain(new: dict, old: dict | None, *, split_by: str | None = None, compared_with: str | None = None,
+            first_at: str | None = None) -> str:
     """Why ``new`` is a different graph from ``old``: every difference, most important first (input
     shapes and dtypes, inputs added or removed, baked scalars, traced ops, outputs), joined by "; ".
-    ``compared_with``: which earlier graph ``old`` is, when it is not this cell's own."""
+    ``compared_with``: which earlier graph ``old`` is, when it is not this cell's own; ``first_at``:
+    where the step synced, when the cell compiled other graphs before it but none synced there."""
     parts = []
     if split_by:
         parts.append(split_by)
     if old is None:
-        parts.append("first compile of this cell: no earlier graph of it to compare with")
+        parts.append(f"the cell's first graph synced {first_at}: no earlier graph synced there to compare with"
+                     if first_at else "first compile of this cell: no earlier graph of it to compare with")
         return "; ".join(parts)
     if compared_with:
         parts.append(f"compared with {compared_with}")

@@ -287,7 +287,12 @@ def explain_recompiles(steps: list[StepRecord], runs: list[CellCapture], others:
                 "the earlier graph of this cell was evicted to bound memory (XLA_LAB_MAX_GRAPHS), so it "
                 "cannot be compared" if evicted else "the earlier graph of this cell has no captured HLO to compare with")
         else:
-            step.recompile_reason = explain(new, old, split_by=split, compared_with=compared_with)
+            # (the cell compiled other graphs already, e.g. the first half of a step cut by .item())
+            first_at = None
+            if old is None and any(s.cache == "miss" for s in steps[:step.index]):
+                first_at = f"at line {step.sync_line}" if step.sync_line else (
+                    "at the end of the cell" if step.sync_cause == "end of cell" else "here")
+            step.recompile_reason = explain(new, old, split_by=split, compared_with=compared_with, first_at=first_at)
 
 
 def _same_arity(a: StepRecord, b: StepRecord) -> bool:
