@@ -12,6 +12,17 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs?: Attrs |
   return el;
 }
 
+/** A long identifier (a kernel name such as `subtract_multiply_fusion.clone`) as text that may wrap
+ * after its `_` and `.` separators rather than mid-word. */
+export function breakable(name: string): (string | HTMLElement)[] {
+  const out: (string | HTMLElement)[] = [];
+  for (const part of name.split(/(?<=[_.])/)) {
+    if (out.length) out.push(document.createElement("wbr"));
+    out.push(part);
+  }
+  return out;
+}
+
 export const SVG_NS = "http://www.w3.org/2000/svg";
 
 export function s<K extends keyof SVGElementTagNameMap>(tag: K, attrs?: Attrs | null, ...children: (Child | Child[])[]): SVGElementTagNameMap[K] {

@@ -4,7 +4,7 @@
 import { kernelColor as hashColor } from "../core/dot";
 import { fmtBytes, fmtCount, fmtNs, fmtShare } from "../core/format";
 import type { Profile, ProfileLine, SourceRef } from "../core/model";
-import { h, s } from "./dom";
+import { breakable, h, s } from "./dom";
 
 export interface ProfileOptions { onKernel?: (name: string) => void; onSource?: (ref: SourceRef) => void; color?: (kernel: string) => string }
 export type TimelineRow = [string, string, number, number, number];
@@ -44,7 +44,7 @@ function kernelsTable(p: Profile, opts: ProfileOptions): HTMLElement {
   const rows = p.kernels.map((k) => {
     const achieved = k.flops_per_s ? fmtCount(k.flops_per_s, "FLOP/s") : k.bytes_per_s != null ? `${fmtBytes(k.bytes_per_s)}/s` : "-";
     const tr = h("tr", { class: "xla-kernel-row", "data-kernel": k.name },
-      h("td", null, h("span", { class: "xla-swatch", style: `background:${kernelColor(k.name)}` }), h("code", null, k.name),
+      h("td", null, h("span", { class: "xla-swatch", style: `background:${kernelColor(k.name)}` }), h("code", null, breakable(k.name)),
         h("div", { class: "xla-muted xla-kernel-kind" }, k.kind)),
       h("td", { class: "xla-num" }, String(k.count)), h("td", { class: "xla-num" }, fmtNs(k.total_ns)),
       h("td", { class: "xla-num" }, fmtNs(k.mean_ns)), h("td", { class: "xla-nowrap" }, bar(k.share), " ", fmtShare(k.share)),
