@@ -183,6 +183,22 @@ def test_a_long_loop_is_profiled_for_its_first_steps_only(ip, xla_cell, profiled
         ip.run_line_magic("xla", "profile off")
 
 
+def test_a_session_that_fails_to_end_inside_a_sync_costs_the_profile_not_the_cell(ip, xla_cell, profiled,
+                                                                                monkeypatch):
+    from xla_lab.profile.session import ProfilerSession
+
+    original = ProfilerSession._stop
+
+    def failing(self):
+        original(self)  # (the real session does end: later cells can profile)
+        raise RuntimeError("session lost")
+
+    monkeypatch.setattr(ProfilerSession, "_stop", failing)
+    capture = xla_cell(TRAIN, "-q --profile-steps 2")  # (fails the test if the cell raised)
+    assert len(capture.steps) == 4 and capture.profile is None
+    assert any("failed to end: RuntimeError: session lost" in n for n in capture.notes)
+
+
 def test_a_running_user_trace_is_left_alone(ip, xla_cell, tmp_path):
     import torch_xla.debug.profiler as xp
 

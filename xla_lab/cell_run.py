@@ -146,6 +146,9 @@ def _attach_profile(session, capture: CellCapture, profiler) -> None:
 
     try:
         data = profiler.stop()
+        if profiler.failure:
+            capture.notes.append(f"not profiled: {profiler.failure}")
+            return
         attach_profile(capture, data, session.runtime.device_env, recorded=profiler.recorded_executions,
                        max_steps=profiler.max_steps)
         session.keep_profile(capture, data)

@@ -36,6 +36,7 @@ class ProfilerSession:
         self._data: bytes | None = None  # the XSpace, once the window closed before the cell ended
         # executions the session recorded when its window closed (None: it ran to the cell's end)
         self.recorded_executions: int | None = None
+        self.failure: str | None = None  # why the session ended without a profile
 
     def start(self) -> None:
         import torch_xla
@@ -65,7 +66,11 @@ class ProfilerSession:
         except Exception:  # a graph failed on the device: the cell's end reports it (recorder.finish)
             pass
         self.recorded_executions = _executions() - self._executions_at_start
-        self._data = self._stop()
+        try:
+            self._data = self._stop()
+        except Exception as exc:  # (inside the user's sync: the cell goes on, the profile is lost)
+            self._data = b""
+            self.failure = f"the profiler session failed to end: {type(exc).__name__}: {exc}"
 
     def stop(self) -> bytes:
         """The XSpace of everything recorded (empty bytes if the session failed)."""
