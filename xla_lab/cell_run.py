@@ -108,6 +108,7 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         if watch is not None:
             watch.stop()
         capture = recorder.finish(error)
+        _attach_launches(session, recorder, capture)
         if profiler is not None:
             _attach_profile(session, capture, profiler)
         if recorder.device_error is not None:  # a graph of the cell failed while running
@@ -126,6 +127,29 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
     if error is not None:
         error = error.with_traceback(user_traceback(error.__traceback__, filename))
     return CellRun(capture, result, error)
+
+
+def _attach_launches(session, recorder, capture: CellCapture) -> None:
+    """The ranks of the multi-process launches that ran in the cell (``launch.py``), and a word on
+    forked processes xla_lab could not capture. Never costs the capture."""
+    from xla_lab import launch
+    from xla_lab.capture.ranks import read_launch
+
+    try:
+        capture.notes.extend(launch.foreign_work())
+        for n, done in enumerate(launch.take_launches(since=capture.started_at), start=len(capture.launches) + 1):
+            try:
+                ranks, processes, notes = read_launch(
+                    done.directory, n, store=session.store, cells=recorder.cells, cell_file=recorder.cell_file,
+                    source_lines=recorder.source_lines, execution_count=capture.execution_count)
+            finally:
+                launch.forget(done)
+            capture.ranks.extend(ranks)
+            capture.launches.append({"launch": n, "function": done.function, "start_method": done.start_method,
+                                     "processes": processes, "error": done.error})
+            capture.notes.extend(notes)
+    except Exception as exc:
+        capture.notes.append(f"the workers' captures could not be read: {type(exc).__name__}: {exc}")
 
 
 def _start_profiler(recorder, steps: int | None):

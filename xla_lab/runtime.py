@@ -58,6 +58,11 @@ class RuntimeState:
 _STATE: RuntimeState | None = None
 
 
+def current() -> RuntimeState | None:
+    """The state ``prepare()`` made, if it ran in this process."""
+    return _STATE
+
+
 def env_count(name: str, default: int) -> int:
     """An xla_lab cap from the environment (``XLA_LAB_MAX_GRAPHS`` ...): a count >= 0, the default
     when unset or not a number."""

@@ -29,6 +29,9 @@ _EXECUTED_HASH = re.compile(r"^(?:Unexpected )?Execution Analysis: \s*Graph Hash
 class Session:
     def __init__(self):
         self.runtime = runtime.prepare()
+        from xla_lab import launch
+
+        launch.install()  # multi-process work never touches this kernel's capture files
         if self.runtime.persistent_cache == "not set up":
             from xla_lab.precompile import persistent
 

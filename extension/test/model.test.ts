@@ -11,6 +11,17 @@ describe("parsePanelModel", () => {
     expect(parsePanelModel(JSON.stringify(validModel())).summary.compiles).toBe(1);
   });
 
+  it("reads the ranks of a multi-process cell, and names a malformed rank row", () => {
+    expect(parsePanelModel(validModel()).summary.ranks).toEqual([]);
+    const row = { launch: 1, rank: 2, device: "xla:2", steps: 3, compiled: 1, compile_s: 0.5, step_s: 0.9,
+      mean_step_s: 0.3, waited_s: 0.01, status: "raised", line: "[4]:6" };
+    const m = validModel() as any;
+    m.summary.ranks = [row];
+    expect(parsePanelModel(m).summary.ranks[0]).toEqual(row);
+    m.summary.ranks = [{ ...row, steps: "three" }];
+    expect(() => parsePanelModel(m)).toThrow(/model.summary.ranks\[0\].steps must be a finite number/);
+  });
+
   it("rejects a wrong schema with a clear message", () => {
     expect(() => parsePanelModel({ schema: "something/1" })).toThrow(/not an xla_lab panel model/);
     expect(() => parsePanelModel({ ...validModel(), schema: "xla_lab.panel/9" })).toThrow(/not readable by this panel/);

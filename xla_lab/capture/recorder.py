@@ -91,6 +91,10 @@ class CellRecorder:
         __tracebackhide__ = True  # noqa: F841
         import torch_xla
 
+        from xla_lab.runtime import runtime_started
+
+        if not runtime_started():  # nothing ran on this process's device (e.g. only xmp.spawn's workers):
+            return  # a sync would start the runtime, and torch_xla refuses xmp.spawn after that
         self._hook.final_pending = True
         try:
             torch_xla.sync()
@@ -104,8 +108,11 @@ class CellRecorder:
         import torch_xla.core.xla_model as xm
 
         try:
+            from xla_lab.runtime import runtime_started
+
             try:
-                xm.wait_device_ops()
+                if runtime_started():  # (waiting would start it: see final_sync)
+                    xm.wait_device_ops()
             except Exception as exc:  # a graph failed while running (e.g. out of memory): the magic reports it
                 self.device_error = exc
                 self.capture.notes.append(f"XLA failed while running a graph: {exc}")

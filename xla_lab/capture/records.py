@@ -166,6 +166,40 @@ class StepRecord:
 
 
 @dataclass
+class RankRecord:
+    """One rank of a multi-process launch (``xmp.spawn``, ``torch_xla.launch``) that ran in the cell,
+    recorded in its worker (``capture/worker.py``) and joined in the kernel (``capture/ranks.py``)."""
+
+    rank: int
+    launch: int  # which launch of the cell (1-based, in the order they ended)
+    process: int  # the worker's process id
+    status: str  # "ok" | "raised" | "killed"
+    device: str | None = None
+    error: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    # the rank's explicit syncs, as a single-device cell's steps (compile seconds are the rank's own)
+    steps: list[StepRecord] = field(default_factory=list)
+    # per step: the rank's wall time from its previous sync's return (or its start) to this sync's
+    # return, less the time it waited for another rank's sync
+    step_s: list[float] = field(default_factory=list)
+    # per step: where it synced ({"cell", "line", "code"} or {"file", "line", "function", "code"})
+    lines: list[dict | None] = field(default_factory=list)
+    waited_s: float = 0.0  # time the rank waited for another rank's sync (xla_lab runs them one at a time)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = _fields_dict(self, ("steps",))
+        data["steps"] = [s.to_dict() for s in self.steps]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], artifacts: dict[str, GraphArtifacts]) -> "RankRecord":
+        fields = _known(cls, data, "rank")
+        fields["steps"] = [StepRecord.from_dict(s, artifacts) for s in data.get("steps") or []]
+        return cls(**fields)
+
+
+@dataclass
 class CellCapture:
     """Everything recorded for one run of one ``%%xla`` cell."""
 
@@ -186,6 +220,10 @@ class CellCapture:
     # %%xla --profile: measured time joined to the steps and kernels (profile/join.py join_profile),
     # with the machine's peaks for the roofline; None when the cell was not profiled
     profile: dict | None = None
+    # multi-process launches in the cell: each rank's own steps (the kernel's are ``steps``), and per
+    # launch {"launch", "function", "start_method", "processes", "error"}
+    ranks: list[RankRecord] = field(default_factory=list)
+    launches: list[dict] = field(default_factory=list)
     schema: str = SCHEMA
 
     # --- summaries used by every view -------------------------------------------------------
@@ -208,7 +246,7 @@ class CellCapture:
     def artifacts(self) -> dict[str, GraphArtifacts]:
         """The distinct graphs this cell ran, by hash."""
         out: dict[str, GraphArtifacts] = {}
-        for s in self.steps:
+        for s in self.steps + [s for r in self.ranks for s in r.steps]:
             if s.artifacts is not None:
                 out.setdefault(s.graph_hash, s.artifacts)
         return out
@@ -216,8 +254,9 @@ class CellCapture:
     # --- JSON -------------------------------------------------------------------------------
     def to_dict(self, artifacts: bool = True) -> dict[str, Any]:
         """``artifacts=False``: without the graphs' texts and analyses (steps, timings, notes: a few KB)."""
-        data = _fields_dict(self, ("steps",))
+        data = _fields_dict(self, ("steps", "ranks"))
         data["steps"] = [s.to_dict() for s in self.steps]
+        data["ranks"] = [r.to_dict() for r in self.ranks]
         data["artifacts"] = {h: a.to_dict() for h, a in self.artifacts().items()} if artifacts else {}
         return data
 
@@ -240,6 +279,7 @@ class CellCapture:
         fields = _known(cls, data, "capture")
         fields.pop("artifacts", None)
         fields["steps"] = [StepRecord.from_dict(s, artifacts) for s in data.get("steps") or []]
+        fields["ranks"] = [RankRecord.from_dict(r, artifacts) for r in data.get("ranks") or []]
         return cls(**fields)
 
     @classmethod
@@ -338,7 +378,9 @@ _NESTED = {
                      "large_constants": [{"instruction": (str,), "shape": (str,), "bytes": _NUM,
                                           "where?": (str, _NONE)}]},
     StepRecord: {"timings": ("map", (int, float, _NONE)), "fallback_ops": ("map", (int,))},
-    CellCapture: {"notes": [(str,)], "fallback_ops": ("map", (int,)), "outside_steps": ("map", _NUM),
+    RankRecord: {"step_s": [_NUM], "lines": [(_LINE, _NONE)]},
+    CellCapture: {"notes": [(str,)], "launches": [{"launch": (int,), "function": (str,), "start_method": (str,),
+                                                   "processes": (int,), "error?": (str, _NONE)}], "fallback_ops": ("map", (int,)), "outside_steps": ("map", _NUM),
                   "profile": _PROFILE,
                   "metrics": ("map", (int, float, str, list, dict, _NONE))},
 }

@@ -102,6 +102,10 @@ def repair_lost_tensors(namespace: dict | None = None, failure: str | None = Non
     be filled (a scan of the heap, so only after an error)."""
     import torch_xla
 
+    from xla_lab.runtime import runtime_started
+
+    if not runtime_started():  # nothing ran on this process's device (a launch's workers did): nothing lost
+        return None            # here, and waiting would start the runtime (xmp.spawn refuses after that)
     compile_lost = lost_tensors_exist()
     if not compile_lost and not run_failed:
         return None

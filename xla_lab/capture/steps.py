@@ -153,6 +153,13 @@ _VALUE_READS = (
 
 
 _BRANCHES = ("if ", "elif ", "while ", "assert ")
+# torch_xla calls that sync to coordinate the ranks, not to compute (innermost match wins in order)
+_COORDINATION = (
+    ("mesh_reduce", "xm.mesh_reduce() gathers a value from every rank and reads it on the host, to coordinate "
+                    "the ranks (logging, metrics, early stopping), not to compute"),
+    ("rendezvous", "xm.rendezvous() makes the ranks wait for each other; it syncs the pending graph first"),
+    ("all_gather", "xm.all_gather() result read on the host, to coordinate the ranks"),
+)
 
 
 def _where(frame: Frame, cell_files: dict[str, int | None] | None) -> str:
@@ -176,6 +183,9 @@ def implicit_cause(frames: list[Frame], code: str | None, cell_file: str | None 
     inner = model_frame(frames, stop_at=cell_file) if cell_file is not None else None
     inner_code = frame_code(inner) if inner is not None else None
     at = f" {_where(inner, cell_files)} ({_short_code(inner_code) or inner.function})" if inner else ""
+    for function, label in _COORDINATION:
+        if (function, "xla_model.py") in names:
+            return f"implicit: {label}{at}"
     if any(file == "_tensor_str.py" or (fn in ("__repr__", "__str__", "__format__") and file == "_tensor.py")
            for fn, file in names):
         return f"implicit: tensor printed (print/repr/format needs its value){at}"

@@ -27,6 +27,7 @@ from xla_lab.capture.records import CellCapture, GraphArtifacts
 
 from .annotate import file_line_kernels, line_kernels
 from .details import fmt_bytes, kernel_lines_text, main_step
+from .ranks import attention, rank_rows
 from .summary import notes
 
 SCHEMA = "xla_lab.panel/1"
@@ -67,12 +68,15 @@ def summary(c: CellCapture) -> dict:
         "recompiles": [{"step": s.index, "reason": s.recompile_reason} for s in c.steps
                        if s.cache == "miss" and s.recompile_reason],
         "warnings": warnings(c),
+        # added to the contract: the ranks of the cell's multi-process launches (view/ranks.py), [] if none
+        "ranks": [r.to_dict() for r in rank_rows(c)],
     }
 
 
 def warnings(c: CellCapture) -> list[str]:
-    """CPU-fallback ops, mid-step (implicit) syncs, huge baked constants, then the capture's notes."""
-    out = []
+    """Ranks that diverged, failed or straggled, CPU-fallback ops, mid-step (implicit) syncs, huge
+    baked constants, then the capture's notes."""
+    out = attention(c)
     implicit = [s for s in c.steps if s.sync_cause.startswith("implicit")]
     by_site = Counter((s.sync_line, s.sync_code, s.sync_cause) for s in implicit)
     for (line, code, cause), n in by_site.items():

@@ -14,6 +14,7 @@ from xla_lab.capture.frames import current_line, fmt_line
 from xla_lab.capture.records import CellCapture, StepRecord
 
 from .details import KernelRow, clip, clip_list, kernel_lines_text, kernel_rows, main_step, memory_line, recompile_lines
+from .ranks import headline_part, rank_lines
 from .spmd import spmd_lines
 
 MAX_ROWS = 12
@@ -44,6 +45,9 @@ def headline(c: CellCapture) -> str:
     if c.precompiled:
         saved = sum(s.saved_s or 0.0 for s in c.steps)
         parts.append(f"{c.precompiled} precompiled (saved {saved:.3f} s of compiling)")
+    ranks = headline_part(c)
+    if ranks:
+        parts.append(ranks)
     return ", ".join(parts)
 
 
@@ -141,6 +145,11 @@ class Spmd:
 
 
 @dataclass
+class Ranks:
+    lines: list[str]  # the ranks of the cell's multi-process launches (view/ranks.py rank_lines)
+
+
+@dataclass
 class Notes:
     lines: list[str]
 
@@ -200,6 +209,8 @@ def sections(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = Tr
     if memory:
         out.append(Memory(step.index, memory))
     out.append(Spmd(_spmd(step, max_rows)))
+    if c.ranks:
+        out.append(Ranks(rank_lines(c)))
     if c.profile:
         out.append(Profile(profile_lines(c)))
     if details:
@@ -227,7 +238,7 @@ def _text(part) -> list[str]:
             f"    {k.name:<24} {k.kind:<12} {k.flops:>12} {k.bytes:>10}  {k.ops}  {k.lines}" for k in part.rows]
     if isinstance(part, Memory):
         return [f"  memory of step {part.step}'s graph: {part.line}"]
-    if isinstance(part, (Spmd, Profile)):
+    if isinstance(part, (Spmd, Profile, Ranks)):
         return ["  " + ln for ln in part.lines]
     if isinstance(part, Notes):
         return [f"  note: {n}" for n in part.lines]
@@ -277,7 +288,7 @@ def _html(part) -> list[str]:
         return out
     if isinstance(part, Memory):
         return [f"<div>memory of step {part.step}'s graph: {e(part.line)}</div>"]
-    if isinstance(part, (Spmd, Profile)):
+    if isinstance(part, (Spmd, Profile, Ranks)):
         return [f"<pre>{e(chr(10).join(part.lines))}</pre>"] if part.lines else []
     if isinstance(part, Notes):
         return [f"<div>note: {e(n)}</div>" for n in part.lines]
@@ -321,6 +332,8 @@ def _rich(part) -> list:
         return [Text("\n".join(part.lines), style="cyan")] if part.lines else []
     if isinstance(part, Profile):
         return [Text("\n".join(part.lines), style="magenta")] if part.lines else []
+    if isinstance(part, Ranks):
+        return [Text(ln, style="bold red" if ln.startswith("! ") else "") for ln in part.lines]
     if isinstance(part, Notes):
         return [Text("note: " + n, style="dim") for n in part.lines]
     raise TypeError(part)

@@ -58,6 +58,13 @@ export interface Summary {
   steps: number; compiles: number; cache_hits: number; precompiled: number;
   trace_s: number; compile_s: number; execute_s: number; transfer_s: number;
   recompiles: { step: number; reason: string }[]; warnings: string[];
+  /** The ranks of the cell's multi-process launches (xmp.spawn, torch_xla.launch); [] when none. */
+  ranks: RankRow[];
+}
+
+export interface RankRow {
+  launch: number; rank: number; device: string; steps: number; compiled: number; compile_s: number;
+  step_s: number; mean_step_s: number | null; waited_s: number; status: string; line: string;
 }
 
 export interface SourceLine { line: number; code: string; kernels: string[] }
@@ -256,7 +263,19 @@ function parseSummary(v: unknown, path: string): Summary {
     return { step: num(ro.step, `${path}.recompiles[${i}].step`), reason: str(ro.reason, `${path}.recompiles[${i}].reason`) };
   });
   out.warnings = strList(o.warnings, `${path}.warnings`);
+  out.ranks = arr(o.ranks ?? [], `${path}.ranks`).map((r, i) => parseRankRow(r, `${path}.ranks[${i}]`));
   return out as unknown as Summary;
+}
+
+const RANK_NUMBERS = ["launch", "rank", "steps", "compiled", "compile_s", "step_s", "waited_s"] as const;
+
+function parseRankRow(v: unknown, path: string): RankRow {
+  const o = obj(v, path);
+  const out: Obj = {};
+  for (const k of RANK_NUMBERS) out[k] = num(o[k], `${path}.${k}`);
+  out.mean_step_s = numOrNull(o.mean_step_s, `${path}.mean_step_s`);
+  for (const k of ["device", "status", "line"]) out[k] = str(o[k] ?? "", `${path}.${k}`);
+  return out as unknown as RankRow;
 }
 
 function parseRun(v: unknown, path: string): Run {

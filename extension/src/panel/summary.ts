@@ -1,5 +1,5 @@
 import { fmtSeconds } from "../core/format";
-import type { PanelModel, SourceRef } from "../core/model";
+import type { PanelModel, RankRow, SourceRef } from "../core/model";
 import { stepRows } from "../core/steps";
 import { clipped, clippedList, h, lineLinks } from "./dom";
 
@@ -22,6 +22,7 @@ export function renderSummary(m: PanelModel, onSource?: (ref: SourceRef) => void
     out.append(h("h4", null, "Recompile reasons"),
       clippedList(h("ul", { class: "xla-recompiles" }), s.recompiles, (r) => h("li", null, h("b", null, `step ${r.step}: `), clipped(r.reason, 1500)), 50));
   }
+  if (s.ranks.length) out.append(h("h4", null, `Ranks (${s.ranks.length})`), renderRanks(s.ranks));
   const rows = stepRows(m.capture.steps);
   const shown = rows.slice(0, 200);
   const table = h("table", { class: "xla-table xla-steps" },
@@ -34,4 +35,19 @@ export function renderSummary(m: PanelModel, onSource?: (ref: SourceRef) => void
   out.append(h("h4", null, "Steps"), table);
   if (rows.length > shown.length) out.append(h("p", { class: "xla-muted" }, `${rows.length - shown.length} more rows`));
   return out;
+}
+
+/** The ranks of the cell's multi-process launches side by side (a failed rank is marked). */
+export function renderRanks(ranks: RankRow[]): HTMLElement {
+  const launches = new Set(ranks.map((r) => r.launch)).size;
+  const head = ["rank", "device", "steps", "compiled", "compile", "in steps", "mean step", "waited", "status", "line"];
+  if (launches > 1) head.unshift("launch");
+  return h("table", { class: "xla-table xla-ranks" },
+    h("thead", null, h("tr", null, head.map((t) => h("th", null, t)))),
+    h("tbody", null, ranks.slice(0, 512).map((r) => h("tr", { class: r.status === "ok" ? "" : "xla-miss" },
+      launches > 1 ? h("td", null, String(r.launch)) : "",
+      h("td", null, String(r.rank)), h("td", null, r.device), h("td", { class: "xla-num" }, String(r.steps)),
+      h("td", { class: "xla-num" }, String(r.compiled)), h("td", { class: "xla-num" }, fmtSeconds(r.compile_s)),
+      h("td", { class: "xla-num" }, fmtSeconds(r.step_s)), h("td", { class: "xla-num" }, fmtSeconds(r.mean_step_s)),
+      h("td", { class: "xla-num" }, fmtSeconds(r.waited_s)), h("td", null, r.status), h("td", null, h("code", null, clipped(r.line, 200)))))));
 }
