@@ -74,6 +74,7 @@ bench: env
 	$(PY) benchmarks/bench_precompile.py
 	$(PY) benchmarks/bench_zoo.py
 	$(PY) benchmarks/bench_profile.py
+	$(PY) benchmarks/bench_multiprocess.py
 	$(PY) benchmarks/bench_soak.py $(SOAK_ARGS)
 
 clean-env:

@@ -180,7 +180,9 @@ def test_kaggle_patterns_fork_from_cells_capture_every_rank_and_leave_the_kernel
         got = _ranks(k)
         assert {r["status"] for r in got["ranks"]} == {"killed"}
         text = k.run(SUMMARY).stdout()
-        assert "ran a different graph from rank 0's" in text and "did not end" in text
+        # each rank's id is baked into its graph; a rank whose sync hung in the collective says so
+        assert "ran a different graph from rank" in text and "did not end" in text, text
+        assert sum(1 for r in got["ranks"] if r["steps"]) >= 2, text  # what they had recorded is kept
 
         after = _single_device_captures(k)
     for mine, reference in zip(after, reference_captures):
@@ -201,9 +203,9 @@ def test_launch_with_spawn_from_a_module_flags_divergent_failed_and_killed_ranks
 
         k.run("%%xla -q\nxmp.spawn(mp_workers.rank_dependent_shape, start_method='fork')")
         text = k.run(SUMMARY).stdout()
-        assert "step 0 at mp_workers.py:38: ranks 2 ran a different graph from rank 0's" not in text  # (one rank)
-        assert "step 0 at mp_workers.py:38: rank 2 ran a different graph from rank 0's" in text
-        assert "f32[5,3]" in text or "5,3" in text  # the difference named: the input shape
+        # rank 2 makes a 5x3 tensor, the others 4x3; which rank compiles first (and is compared with) varies
+        assert "step 0 at mp_workers.py:38: rank" in text and "ran a different graph from rank" in text, text
+        assert "5 -> 4" in text or "4 -> 5" in text, text  # the difference named: the scalar baked in
 
         ex = k.run("%%xla -q\nxmp.spawn(mp_workers.raises_on_rank_1, start_method='fork')", ok=False)
         assert ex.ename == "ValueError" and "rank 1 gives up" in ex.evalue

@@ -14,7 +14,7 @@ describe("parsePanelModel", () => {
   it("reads the ranks of a multi-process cell, and names a malformed rank row", () => {
     expect(parsePanelModel(validModel()).summary.ranks).toEqual([]);
     const row = { launch: 1, rank: 2, device: "xla:2", steps: 3, compiled: 1, compile_s: 0.5, step_s: 0.9,
-      mean_step_s: 0.3, waited_s: 0.01, status: "raised", line: "[4]:6" };
+      mean_step_s: 0.3, status: "raised", line: "[4]:6" };
     const m = validModel() as any;
     m.summary.ranks = [row];
     expect(parsePanelModel(m).summary.ranks[0]).toEqual(row);

@@ -3,11 +3,15 @@ rank's explicit syncs become steps like a single-device cell's (cause and line, 
 the graph's HLO, fusion map and memory), and the ranks are compared: which rank was slow, and which
 ranks ran different graphs at the same step (with collectives, that is the job that hangs).
 
-A step's graph is named by torch_xla's graph hash where the worker's sync log has it (a process with
-local rank 0 writes one); its HLO is the module its rank's sync left in the worker's dump. Without
-the log (the other processes of a multi-process host), a compiled graph is named by a hash of its
-HLO before optimization (``hlo-...``), and a cache hit is taken to run the graph compiled last,
-before it, at the same Python stack in its process (the ranks of a process share one cache).
+A compiled step's graph is named by torch_xla's graph hash from the worker's sync log (a process with
+local rank 0 writes one; each compile block names its rank), and its HLO is the dump's module of that
+compile (each op's recorded Python stack in the binary dump passes through a function named after
+its rank). Without the log (the other
+processes of a multi-process host), a compiled graph is named by a hash of its HLO before
+optimization (``hlo-...``). torch_xla logs no cached execution at the level workers run (it would
+cost more than a short step), so a cache hit is taken to run the graph some rank compiled at the same
+line and step, else the graph compiled last at that line (a loop's steady state); where ranks compiled
+different graphs at that step, a hit's graph is left unknown.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import re
 import statistics
 from pathlib import Path
 
+from xla_lab.hlo.proto_frames import ProtoError, instruction_stacks
+
 from .analysis import CellFiles, analyze
 from .dumps import CompiledModule, DumpDirectory
 from .frames import fmt_line
@@ -25,12 +31,14 @@ from .records import RankRecord, StepRecord
 from .recompile import explain
 from .steps import ExplicitSync, Paired, steps_of
 from .store import ArtifactStore
+from .worker import RANK_CALL, RANK_FUNCTION
 from .xla_logs import Frame, SyncEvent, parse_debug_log
 
 KILLED = ("the worker process ended before this rank did, without a word from it (killed: SIGKILL, "
           "the out-of-memory killer, or a crash in XLA)")
-STRAGGLER_RATIO = 1.25  # a rank this much slower than the median rank is named
-STRAGGLER_MIN_S = 0.05
+STRAGGLER_RATIO = 1.5  # a rank whose cached steps are this much slower than the median rank's is named
+STRAGGLER_MIN_S = 0.005
+STRAGGLER_MIN_STEPS = 3
 
 
 def read_launch(directory: Path, launch: int, *, store: ArtifactStore, cells: CellFiles, cell_file: str | None,
@@ -73,11 +81,53 @@ def graph_id(module: CompiledModule) -> str:
     return "hlo-" + hashlib.sha1(re.sub(r"\.\d+\b", "", body).encode()).hexdigest()[:24]
 
 
-def logged_hashes(log: bytes, start: int, end: int) -> tuple[str | None, list[str]]:
-    """(the hash of the graph the sync executed, the hashes it compiled) from its part of the log."""
-    events = parse_debug_log(log[start:end].decode("utf-8", "replace"))
-    executed = [e.graph_hash for e in events if e.kind == "execute" and e.graph_hash]
-    return (executed[-1] if executed else None), [e.graph_hash for e in events if e.kind == "compile"]
+def logged_compiles(log: bytes) -> list[tuple[int | None, str]]:
+    """(rank, graph hash) of each compile in the worker's sync log, in order; the rank is read from
+    the block's one frame (the rank's trampoline, worker.py), None for a compile outside an explicit
+    sync (a value read)."""
+    out = []
+    for event in parse_debug_log(log.decode("utf-8", "replace")):
+        if event.kind != "compile":
+            continue
+        name = event.frames[0].function if event.frames else ""
+        rank = name[len(RANK_FUNCTION):] if name.startswith(RANK_FUNCTION) else ""
+        out.append((int(rank) if rank.isdigit() else None, event.graph_hash))
+    return out
+
+
+def module_rank(module: CompiledModule) -> int | None:
+    """The rank whose ops are in the module: their recorded stacks pass through its rank call."""
+    if not module.proto_before:
+        return None
+    try:
+        stacks = instruction_stacks(module.proto_before)
+    except ProtoError:
+        return None
+    for stack in stacks.values():
+        for frame in stack:
+            if frame.function.startswith(RANK_CALL):
+                tail = frame.function[len(RANK_CALL):]
+                return int(tail) if tail.isdigit() else None
+    return None
+
+
+def modules_of_compiles(compiles: list[tuple[int | None, str]], modules: list[CompiledModule]) -> dict[int, CompiledModule]:
+    """Each logged compile's module: the next module of its rank, by the ops' stacks; the rest
+    (graphs traced without stacks, compiles outside explicit syncs) in the order XLA numbered them."""
+    by_rank: dict[int, list[int]] = {}
+    unknown: list[int] = []
+    for j, module in enumerate(modules):
+        rank = module_rank(module)
+        (by_rank.setdefault(rank, []) if rank is not None else unknown).append(j)
+    out: dict[int, CompiledModule] = {}
+    for i, (rank, _) in enumerate(compiles):
+        if rank is not None and by_rank.get(rank):
+            out[i] = modules[by_rank[rank].pop(0)]
+    rest = [i for i in range(len(compiles)) if i not in out]
+    left = sorted(unknown + [j for js in by_rank.values() for j in js])
+    for i, j in zip(rest, left):
+        out[i] = modules[j]
+    return out
 
 
 def _process_ranks(records: list[dict], pid: int, launch: int, modules: list[CompiledModule], log: bytes, *,
@@ -88,44 +138,72 @@ def _process_ranks(records: list[dict], pid: int, launch: int, modules: list[Com
     base = process.get("graph_name") or ""
     done = next((r for r in records if r.get("kind") == "done"), None)
     stacks = {r["id"]: [Frame(f[0], f[1], int(f[2])) for f in r["frames"]] for r in records if r.get("kind") == "stack"}
-    by_rank_modules: dict[int, list[CompiledModule]] = {}
+    syncs = sorted((r for r in records if r.get("kind") == "sync"), key=lambda r: r["enter"])
+    compiles = logged_compiles(log)
+    module_of = modules_of_compiles(compiles, modules)
+    by_rank: dict[int, list[int]] = {}
     outside = 0
-    for m in modules:
-        tag = m.graph_name[len(base) + 2:] if m.graph_name.startswith(base + "_r") else ""
-        if tag.isdigit():
-            by_rank_modules.setdefault(int(tag), []).append(m)
-        else:
+    for i, (rank, _) in enumerate(compiles):
+        if rank is None:
             outside += 1
+        else:
+            by_rank.setdefault(rank, []).append(i)
     if outside:
         notes.append(f"worker {pid} compiled {outside} graph{'s' if outside != 1 else ''} outside explicit syncs "
-                     "(a value read such as .item() or print): the rank that did is not known, so they are not "
-                     "among the ranks' steps")
-    syncs = sorted((r for r in records if r.get("kind") == "sync"), key=lambda r: r["enter"])
-    # a hit runs the graph compiled last, before it ran, at the same stack (one cache per process)
-    compiled_at: dict[int, list[tuple[float, str]]] = {}
+                     "(a value read such as .item() or print): they are not among the ranks' steps")
+    if not compiles and modules:  # no sync log in this process (not local rank 0): the compiles in order
+        compiles = [(s["rank"], "") for s in syncs if s["compiled"]][:len(modules)]
+        by_rank = {}
+        for i, (rank, _) in enumerate(compiles):
+            by_rank.setdefault(rank, []).append(i)
+        module_of = dict(enumerate(modules[:len(compiles)]))
     graph_of_sync: dict[int, str] = {}
-    for i, s in enumerate(syncs):
-        logged = logged_hashes(log, *s["log"])[0] if log and s.get("log") else None
-        if logged:
-            graph_of_sync[i] = logged
-        if s["compiled"]:
-            queue = by_rank_modules.get(s["rank"], [])
-            taken = [queue.pop(0) for _ in range(min(s["compiled"], len(queue)))]
-            if taken:
-                module = taken[-1]
-                gid = logged or graph_id(module)
+    compiled_syncs: set[int] = set()
+    compiled_at: dict[tuple[int, int], list[tuple[float, str]]] = {}  # (stack, ordinal) -> compiles
+    latest_at: dict[int, list[tuple[float, str]]] = {}  # stack -> compiles
+    ordinal: dict[int, int] = {}
+    ordinal_of: dict[int, tuple[int, int]] = {}
+    for rank in {s["rank"] for s in syncs}:
+        mine = [i for i, s in enumerate(syncs) if s["rank"] == rank]
+        blocks = iter(by_rank.get(rank, []))  # the rank's compiles in the log, in order
+        for pos, i in enumerate(mine):
+            s = syncs[i]
+            key = (s["stack"], sum(1 for j in mine[:pos] if syncs[j]["stack"] == s["stack"]))
+            ordinal_of[i] = key
+            if not s["compiled"]:
+                continue
+            module = None
+            for _ in range(s["compiled"]):  # (the sync's last compile is the graph it ran)
+                block = next(blocks, None)
+                module = module_of.get(block) if block is not None else None
+            logged = s.get("hashes") or []
+            gid = (logged[-1] if logged else "") or (graph_id(module) if module is not None else "")
+            if not gid:
+                continue
+            if module is not None:
                 art = store.get_or_create(gid, module.graph_name)
                 if art.hlo_before is None:
                     store.attach_module(art, module, execution_count)
                     notes.extend(analyze(art, module.proto_before, cells))
-                graph_of_sync[i] = gid
-                compiled_at.setdefault(s["stack"], []).append((s["exit"], gid))
-    for i, s in enumerate(syncs):
-        if i not in graph_of_sync and not s["compiled"]:
-            got_lock = s["enter"] + s["waited"]  # a process's syncs run one at a time
-            earlier = [g for t, g in compiled_at.get(s["stack"], []) if t <= got_lock]
-            if earlier:
-                graph_of_sync[i] = earlier[-1]
+            graph_of_sync[i] = gid
+            compiled_syncs.add(i)
+            compiled_at.setdefault(key, []).append((s["exit"], gid))
+            latest_at.setdefault(s["stack"], []).append((s["exit"], gid))
+    last_of_rank: dict[tuple[int, int], str] = {}  # (rank, stack) -> the graph its last sync there ran
+    for i, s in enumerate(syncs):  # (in the order they started)
+        if i not in graph_of_sync:
+            # (no time order here: a hit can return before the sync of the rank that compiled it)
+            same_step = {g for _, g in compiled_at.get(ordinal_of[i], [])}
+            if len(same_step) == 1:  # the graph some rank compiled at this step
+                graph_of_sync[i] = same_step.pop()
+            elif not same_step:  # a loop's later step: the graph the rank ran there last, else compiled last
+                mine = last_of_rank.get((s["rank"], s["stack"]))
+                earlier = [g for t, g in latest_at.get(s["stack"], []) if t <= s["enter"]]
+                if mine or earlier:
+                    graph_of_sync[i] = mine or earlier[-1]
+            # (several graphs compiled at this step by different ranks: which one this rank ran is not known)
+        if graph_of_sync.get(i):
+            last_of_rank[(s["rank"], s["stack"])] = graph_of_sync[i]
     out = []
     for start in (r for r in records if r.get("kind") == "rank"):
         rank = start["rank"]
@@ -140,6 +218,12 @@ def _process_ranks(records: list[dict], pid: int, launch: int, modules: list[Com
         else:
             record.status = "killed"
             record.error = KILLED if done is None else "the rank never ended"
+            returned = {s["enter"] for _, s in mine}
+            hung = [e for e in records if e.get("kind") == "enter" and e["rank"] == rank and e["enter"] not in returned]
+            if hung:
+                where = cells.model_line(stacks.get(hung[-1]["stack"], []))
+                record.error += (f"; it was in a sync{' at ' + fmt_line(where) if where else ''} that never returned "
+                                 "(in a collective, waiting for the other ranks?)")
         paired = []
         frames_of: dict[int, list[Frame]] = {}
         for i, s in mine:
@@ -147,18 +231,17 @@ def _process_ranks(records: list[dict], pid: int, launch: int, modules: list[Com
             gid = graph_of_sync.get(i, "")
             event = SyncEvent(kind="execute", graph_name=f"{base}_r{rank}", graph_hash=gid, frames=frames)
             explicit = ExplicitSync(enter=s["enter"], exit=s["exit"], executed=bool(s.get("ok")))
-            paired.append(Paired(event, bool(s["compiled"]), None, explicit))
+            paired.append(Paired(event, i in compiled_syncs, None, explicit))
         record.steps = steps_of(paired, cell_file, source_lines, cells.files)
         previous = record.started_at or (mine[0][1]["enter"] if mine else 0.0)
         for step, (i, s) in zip(record.steps, mine):
             step.artifacts = store.get(step.graph_hash) if step.graph_hash else None
-            wall = max(0.0, s["exit"] - previous - s["waited"])
+            wall = max(0.0, s["exit"] - previous)
             previous = s["exit"]
-            compile_s = s["compile_s"] if s["compiled"] else 0.0
+            compile_s = s["compile_s"] if i in compiled_syncs else 0.0
             step.timings = {"trace_s": max(0.0, wall - compile_s), "compile_s": compile_s, "execute_s": None,
                             "to_device_s": None, "from_device_s": None}
             record.step_s.append(wall)
-            record.waited_s += s["waited"]
             record.lines.append(cells.model_line(stacks.get(s["stack"], [])))
         out.append(record)
     if done is not None and done.get("note"):
@@ -176,19 +259,26 @@ def rank_total_s(rank: RankRecord) -> float:
     return sum(rank.step_s)
 
 
+def steady_step_s(rank: RankRecord) -> float | None:
+    """The median of the rank's cache-hit steps (a compile, or waiting out another rank's at the start,
+    says nothing about the rank's own speed), None with fewer than STRAGGLER_MIN_STEPS."""
+    hits = [t for t, s in zip(rank.step_s, rank.steps) if s.cache != "miss"]
+    return statistics.median(hits) if len(hits) >= STRAGGLER_MIN_STEPS else None
+
+
 def stragglers(ranks: list[RankRecord]) -> list[str]:
-    """Ranks much slower than the median rank of their launch (time in their steps)."""
+    """Ranks whose cached steps are much slower than the median rank's of their launch."""
     out = []
     for launch in sorted({r.launch for r in ranks}):
-        group = [r for r in ranks if r.launch == launch and r.steps]
-        if len(group) < 2:
+        steady = {r.rank: steady_step_s(r) for r in ranks if r.launch == launch}
+        known = [t for t in steady.values() if t is not None]
+        if len(known) < 2:
             continue
-        median = statistics.median(rank_total_s(r) for r in group)
-        for r in group:
-            total = rank_total_s(r)
-            if total > median * STRAGGLER_RATIO and total - median > STRAGGLER_MIN_S:
-                out.append(f"rank {r.rank} is a straggler: {total:.3f} s in its {len(r.steps)} steps, "
-                           f"{total / median:.2f}x the median rank's {median:.3f} s")
+        median = statistics.median(known)
+        for rank, t in steady.items():
+            if t is not None and t > median * STRAGGLER_RATIO and t - median > STRAGGLER_MIN_S:
+                out.append(f"rank {rank} is a straggler: its cached steps take {t * 1e3:.1f} ms (median), "
+                           f"{t / median:.2f}x the median rank's {median * 1e3:.1f} ms")
     return out
 
 
@@ -208,17 +298,28 @@ def divergences(ranks: list[RankRecord], limit: int = 3) -> list[str]:
         longest = max(len(r.steps) for r in group)
         for k in range(longest):
             present = [(r, r.steps[k]) for r in group if k < len(r.steps) and r.steps[k].graph_hash]
-            if len({s.graph_hash for _, s in present}) < 2:
+            graphs: dict[str, list] = {}
+            for r, step in present:
+                graphs.setdefault(step.graph_hash, []).append((r, step))
+            if len(graphs) < 2:
                 continue
-            (ref, ref_step), (other, step) = present[0], next(p for p in present if p[1].graph_hash != present[0][1].graph_hash)
-            differing = sorted({r.rank for r, s in present if s.graph_hash != ref_step.graph_hash})
-            why = _difference(step, ref_step, ref.rank)
-            where = f" at {fmt_line(other.lines[k])}" if k < len(other.lines) and other.lines[k] else ""
-            out.append(f"step {k}{where}: rank{'s' if len(differing) > 1 else ''} "
-                       f"{', '.join(map(str, differing))} ran a different graph from rank {ref.rank}'s"
-                       + (f": {why}" if why else ""))
-            if len(out) >= limit:
-                return out
+            # the graph most ranks ran is the reference (a tie: the one of the lowest rank)
+            ordered = sorted(graphs.values(), key=lambda g: (-len(g), g[0][0].rank))
+            ref_rank, ref_step = ordered[0][0]
+            unknown = [r.rank for r in group if k < len(r.steps) and not r.steps[k].graph_hash]
+            for other in ordered[1:]:
+                ranks_ = [r.rank for r, _ in other]
+                first, step = other[0]
+                why = _difference(step, ref_step, ref_rank.rank)
+                where = f" at {fmt_line(first.lines[k])}" if k < len(first.lines) and first.lines[k] else ""
+                refs = [r.rank for r, _ in ordered[0]]
+                out.append(f"step {k}{where}: rank{'s' if len(ranks_) > 1 else ''} {', '.join(map(str, ranks_))} "
+                           f"ran a different graph from rank{'s' if len(refs) > 1 else ''} "
+                           f"{', '.join(map(str, refs))}'s" + (f": {why}" if why else "")
+                           + (f" (rank{'s' if len(unknown) > 1 else ''} {', '.join(map(str, unknown))} hit the cache "
+                              "there: which of these graphs it ran is not known)" if unknown else ""))
+                if len(out) >= limit:
+                    return out
     return out
 
 

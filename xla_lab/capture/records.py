@@ -180,12 +180,10 @@ class RankRecord:
     ended_at: float | None = None
     # the rank's explicit syncs, as a single-device cell's steps (compile seconds are the rank's own)
     steps: list[StepRecord] = field(default_factory=list)
-    # per step: the rank's wall time from its previous sync's return (or its start) to this sync's
-    # return, less the time it waited for another rank's sync
+    # per step: the rank's wall time from its previous sync's return (or its start) to this sync's return
     step_s: list[float] = field(default_factory=list)
     # per step: where it synced ({"cell", "line", "code"} or {"file", "line", "function", "code"})
     lines: list[dict | None] = field(default_factory=list)
-    waited_s: float = 0.0  # time the rank waited for another rank's sync (xla_lab runs them one at a time)
 
     def to_dict(self) -> dict[str, Any]:
         data = _fields_dict(self, ("steps",))

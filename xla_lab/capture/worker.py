@@ -5,24 +5,28 @@ torch_xla's sync log alone cannot tell the ranks apart: it is written only by th
 ``PJRT_LOCAL_PROCESS_RANK`` is 0 (on TPU the other chips' processes write nothing), its blocks name
 no device, and where the ranks are threads of one process (the CPU client, TPU v3) blocks of more
 than 1 KB interleave mid-line (libstdc++ writes them in several ``write`` calls). So a rank is
-recorded from what its own thread sees:
+recorded from what its own thread sees, and from a sync log the worker writes in a form that names
+the rank:
 
 * its explicit syncs (``torch_xla.sync()``, ``xm.mark_step()``), with the Python stack that called
-  them, when they started and returned, whether they compiled (torch_xla's ``UncachedCompile``
-  counter) and the compile's own ``CompileTime`` samples;
-* the part of the worker's sync log written during the sync (its byte range): the graph hash, where
-  the process writes one (blocks of one frame, under 1 KB, so they never interleave);
-* the HLO of each compile, from XLA's dump in a directory of the worker process: the graph name is
-  set to ``<cell graph name>_r<rank>`` for the length of the sync, so the dump's file names say which
-  rank compiled each module.
+  them, when they started and returned, the graph hashes they compiled and the ``CompileTime``
+  sample of that compile;
+* for those hashes, the worker's sync log of compiles (``PT_XLA_DEBUG_LEVEL=1``: a cached step
+  writes nothing) with one frame per block: an explicit sync calls torch_xla through a function
+  named after its rank (``_xla_lab_rank_3``), so each compile block says which rank compiled which
+  graph, and stays under 1 KB, which libstdc++ writes in one call (the threads' blocks never
+  interleave). The log is read after a sync only when torch_xla's ``UncachedCompile`` counter moved;
+* the HLO of each compile, from XLA's dump in a directory of the worker process: the rank's function
+  is called through one named after the rank (``_xla_lab_rank_call_3``), which is then in the
+  recorded Python stack of every op the rank traced, so the binary dump says which rank's graph
+  each module is (a graph traced while source lines were paused goes by the log's order).
 
-All of it needs the sync to be the only one of its process in flight, so a process with several
-ranks runs their explicit syncs one at a time (its ranks then reuse a graph the first of them
-compiled instead of compiling it at the same time); the time a rank waits for another's sync is
-recorded apart and is not the rank's. A process with one rank (a TPU chip) takes no lock.
+The ranks' syncs run as they would without xla_lab, side by side (running them one at a time, to
+tie each compile to a rank, made the CPU client's cached steps about twice as slow: measured).
+Source lines on traced ops are recorded until every rank's loop hits the cache, as in a cell.
 
-Records are appended as JSON lines while the ranks run, so a worker that raises, or is killed, leaves
-what it had recorded. The kernel joins them into steps (``capture/ranks.py``).
+Records are appended as JSON lines while the ranks run (a steady loop's at most a second late), so a
+worker that raises, or is killed, leaves what it had recorded. The kernel joins them into steps (``capture/ranks.py``).
 """
 
 from __future__ import annotations
@@ -54,10 +58,10 @@ def point_dump_here(launch_dir: str) -> None:
     os.environ["XLA_FLAGS"] = " ".join(flags)
     os.environ["XLA_HLO_DEBUG"] = "1"  # source lines on the HLO (the fusion map's lines)
     os.environ["XLA_IR_DEBUG"] = "1"
-    # torch_xla's sync log, for the graph hash of each sync (only a local rank 0 process writes it):
-    # one frame keeps a block under 1 KB, which libstdc++ writes in one call, so the blocks of the
-    # ranks' threads never interleave
-    os.environ["PT_XLA_DEBUG_LEVEL"] = "2"
+    # torch_xla's sync log of compiles (level 1: a cached step writes nothing), for each compile's
+    # graph hash and rank (only a local rank 0 process writes it): one frame, the rank's trampoline,
+    # keeps a block under 1 KB, which libstdc++ writes in one call, so the threads' blocks never interleave
+    os.environ["PT_XLA_DEBUG_LEVEL"] = "1"
     os.environ["PT_XLA_DEBUG_FILE"] = sync_log(launch_dir)
     os.environ["PT_XLA_DEBUG_MAX_FRAME"] = "1"
 
@@ -75,9 +79,10 @@ class _ProcessRecorder:
         self.launch_dir = launch_dir
         self.graph_name = graph_name
         self._xlac = torch_xla._XLAC
-        self._out = open(os.path.join(launch_dir, f"p{os.getpid()}.jsonl"), "a", buffering=1, encoding="utf-8")
+        self._out = open(os.path.join(launch_dir, f"p{os.getpid()}.jsonl"), "a", encoding="utf-8")
         self._write_lock = threading.Lock()
-        self._sync_lock = threading.Lock()
+        self._pending: list[str] = []
+        threading.Thread(target=self._flush_every, name="xla_lab records", daemon=True).start()
         self._local = threading.local()
         self._stacks: dict[tuple, int] = {}
         self._ranks_running = 0
@@ -85,15 +90,37 @@ class _ProcessRecorder:
         self.expected_ranks = 0
         self._original = None
         self._counts_at_start = self._counts()
+        self._tracking_lines = True  # source lines on traced ops (see _after_sync)
         self._log = sync_log(launch_dir)
+        self._log_offset = 0
+        self._log_lock = threading.Lock()
+        self._logged: dict[int | None, list[str]] = {}  # compiles read from the log, not yet claimed
+        self._hits_in_a_row: dict[int, int] = {}
         self.write({"kind": "process", "pid": os.getpid(), "started": time.time(),
                     "graph_name": graph_name})
 
     # --- records ------------------------------------------------------------------------------
-    def write(self, record: dict) -> None:
-        line = json.dumps(record)
+    def write(self, record: dict, flush: bool = True) -> None:
+        """Append a record; written out now (``flush``) or by the flusher thread within FLUSH_EVERY_S:
+        a write per sync gives up the GIL, and with the ranks' threads taking turns at it, getting it
+        back can cost a short step several times over."""
+        self._pending.append(json.dumps(record))  # (list.append holds the GIL: no lock needed)
+        if flush:
+            self.flush()
+
+    def flush(self) -> None:
         with self._write_lock:
-            self._out.write(line + "\n")
+            if self._out.closed:
+                return
+            lines, self._pending = self._pending, []
+            if lines:
+                self._out.write("".join(line + "\n" for line in lines))
+                self._out.flush()
+
+    def _flush_every(self) -> None:
+        while not self._out.closed:
+            time.sleep(FLUSH_EVERY_S)
+            self.flush()
 
     def _stack_id(self, frame) -> int:
         """The sync's Python stack, innermost first, up to the rank's function (interned: a loop's
@@ -101,7 +128,7 @@ class _ProcessRecorder:
         frames = []
         while frame is not None and len(frames) < MAX_FRAMES:
             code = frame.f_code
-            if code.co_name == "_xla_lab_rank_call":
+            if code.co_name.startswith(RANK_CALL):
                 break
             frames.append((code.co_name, code.co_filename, frame.f_lineno))
             frame = frame.f_back
@@ -144,37 +171,80 @@ class _ProcessRecorder:
     def _sync(self, rank: int, caller, original, args, kwargs):
         __tracebackhide__ = True  # noqa: F841
         stack = self._stack_id(caller)
-        enter = time.time()
-        lock = self._sync_lock if self.expected_ranks > 1 else None
-        if lock is not None:
-            lock.acquire()
-        got = time.time()
         xlac = self._xlac
         uncached = xlac._xla_counter_value("UncachedCompile") or 0
-        xlac._set_current_graph_name(f"{self.graph_name}_r{rank}")
-        log_start = _size(self._log)
+        enter = time.time()
+        self.write({"kind": "enter", "rank": rank, "stack": stack, "enter": enter}, flush=False)  # (one that hangs)
         ok = False
         try:
-            out = original(*args, **kwargs)
+            out = rank_function(RANK_FUNCTION, rank)(original, args, kwargs)  # names the rank in the sync log
             ok = True
             return out
         finally:
             returned = time.time()
-            log_end = _size(self._log)
-            compiled = (xlac._xla_counter_value("UncachedCompile") or 0) - uncached
-            compile_s = self._last_compile_seconds(compiled) if compiled else 0.0
-            xlac._set_current_graph_name(self.graph_name)
-            if lock is not None:
-                lock.release()
-            self.write({"kind": "sync", "rank": rank, "stack": stack, "enter": enter, "waited": got - enter,
-                        "exit": returned, "compiled": compiled, "compile_s": compile_s, "ok": ok,
-                        "log": [log_start, log_end]})
+            hashes: list[str] = []
+            if (xlac._xla_counter_value("UncachedCompile") or 0) != uncached:
+                # a compile happened meanwhile, this rank's or another's at the same moment: the log's
+                # blocks named after the rank say which (each is written before its compile starts)
+                hashes = self._new_compiles(rank)
+            compile_s = self._own_compile_seconds(enter, returned) if hashes else 0.0
+            self._after_sync(rank, len(hashes))
+            self.write({"kind": "sync", "rank": rank, "stack": stack, "enter": enter, "exit": returned,
+                        "compiled": len(hashes), "hashes": hashes, "compile_s": compile_s, "ok": ok},
+                       flush=bool(hashes))
 
-    def _last_compile_seconds(self, n: int) -> float:
+    def _new_compiles(self, rank: int) -> list[str]:
+        """Graph hashes of the rank's compiles logged since its last call (the sync log is read on
+        from where it was read last, whole blocks only)."""
+        from .xla_logs import parse_debug_log
+
+        with self._log_lock:
+            try:
+                with open(self._log, "rb") as f:
+                    f.seek(self._log_offset)
+                    data = f.read()
+            except OSError:
+                data = b""
+            end = data.rfind(_BLOCK_END)
+            if end >= 0:
+                end += len(_BLOCK_END)
+                self._log_offset += end
+                for event in parse_debug_log(data[:end].decode("utf-8", "replace")):
+                    name = event.frames[0].function if event.frames else ""
+                    owner = int(name[len(RANK_FUNCTION):]) if name[len(RANK_FUNCTION):].isdigit() and \
+                        name.startswith(RANK_FUNCTION) else None
+                    self._logged.setdefault(owner, []).append(event.graph_hash)
+            mine = self._logged.pop(rank, [])
+        return mine
+
+    def _after_sync(self, rank: int, compiled: int) -> None:
+        """Traced ops record their source lines until every rank's loop hits the cache
+        (STEADY_AFTER in a row); a compile anywhere turns them on again (that compile's own graph then
+        has no lines, as in a cell's steady loop)."""
+        if compiled:
+            self._hits_in_a_row.clear()
+            if not self._tracking_lines:
+                self._tracking_lines = True
+                self._xlac._set_ir_debug(True)
+            return
+        self._hits_in_a_row[rank] = self._hits_in_a_row.get(rank, 0) + 1
+        running = self.expected_ranks or 1
+        if (self._tracking_lines and len(self._hits_in_a_row) >= running
+                and min(self._hits_in_a_row.values()) >= STEADY_AFTER):
+            # source lines on traced ops cost a Python stack walk per op (with the ranks' threads
+            # taking turns at the GIL, most of a short step): only graphs that compile need them
+            self._tracking_lines = False
+            self._xlac._set_ir_debug(False)
+
+    def _own_compile_seconds(self, enter: float, returned: float) -> float:
+        """The CompileTime sample of this sync's compile: the one that ended last before the sync
+        returned (a rank's sync returns right after its compile; a compile of another rank at the
+        same moment ends elsewhere in the window)."""
         import torch_xla.debug.metrics as met
 
         _, _, samples = met.metric_data("CompileTime")
-        return sum(ns for _, ns in samples[-n:]) / 1e9
+        inside = [(end, ns) for end, ns in samples[-64:] if enter <= end <= returned + 1e-3]
+        return max(inside)[1] / 1e9 if inside else 0.0
 
     # --- ranks ------------------------------------------------------------------------------------
     def rank_started(self, rank: int, device: str) -> None:
@@ -209,14 +279,30 @@ class _ProcessRecorder:
         totals = {name: [after[name][0] - before.get(name, [0, 0])[0], (after[name][1] - before.get(name, [0, 0])[1]) / 1e9]
                   for name in after}
         self.write({"kind": "done", "ended": time.time(), "metrics": totals, "note": note})
-        self._out.close()
+        with self._write_lock:
+            self._out.close()
 
 
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
+STEADY_AFTER = 2
+_BLOCK_END = ("=" * 80 + "\n").encode()  # a block's last line ends with these
+FLUSH_EVERY_S = 0.5  # a killed worker loses at most this much of its records
+# Functions named after the rank, so that what torch_xla records of a Python stack says which rank:
+RANK_FUNCTION = "_xla_lab_rank_"  # + rank: calls the step marker (the one frame of a compile block)
+RANK_CALL = "_xla_lab_rank_call_"  # + rank: calls the rank's function (in every op's stack in the dump)
+_RANK_FUNCTIONS: dict[tuple[str, int], object] = {}
+
+
+def rank_function(prefix: str, rank: int):
+    """``RANK_FUNCTION``: ``f(original, args, kwargs)`` calls ``original(*args, **kwargs)``;
+    ``RANK_CALL``: ``f(fn)`` calls ``fn()``."""
+    found = _RANK_FUNCTIONS.get((prefix, rank))
+    if found is None:
+        body = ("(original, args, kwargs):\n    return original(*args, **kwargs)\n" if prefix == RANK_FUNCTION
+                else "(fn):\n    return fn()\n")
+        namespace: dict = {}
+        exec(compile(f"def {prefix}{rank}{body}", __file__, "exec"), namespace)
+        found = _RANK_FUNCTIONS[(prefix, rank)] = namespace[f"{prefix}{rank}"]
+    return found
 
 
 _PROCESS: _ProcessRecorder | None = None
@@ -262,18 +348,13 @@ class RankWorker:
         recorder.rank_started(rank, str(torch_xla._XLAC._xla_get_default_device()))
         error = None
         try:
-            return _xla_lab_rank_call(self.fn)
+            return rank_function(RANK_CALL, rank)(self.fn)
         except BaseException as exc:
             error = exc
             raise
         finally:
             if recorder.rank_ended(rank, error):
                 recorder.finish()
-
-
-def _xla_lab_rank_call(fn):
-    """The outermost frame of a rank's own code (the recorded stacks stop here)."""
-    return fn()
 
 
 _SET_UP: set[str] = set()
@@ -284,6 +365,7 @@ def _setup_worker(launch_dir: str) -> None:
     if launch_dir in _SET_UP:
         return
     _SET_UP.add(launch_dir)
+
     started = "torch_xla" in sys.modules and sys.modules["torch_xla"]._XLAC._xla_runtime_is_initialized()
     if not started:
         point_dump_here(launch_dir)

@@ -22,7 +22,6 @@ class RankRow:
     compile_s: float
     step_s: float  # time in the rank's steps (its own, without waits for other ranks' syncs)
     mean_step_s: float | None
-    waited_s: float
     status: str  # ok | raised | killed
     line: str  # where its steps synced (the first sync's line)
 
@@ -38,7 +37,7 @@ def rank_rows(c: CellCapture) -> list[RankRow]:
         first = next((ln for ln in r.lines if ln), None)
         rows.append(RankRow(r.launch, r.rank, r.device or "?", len(r.steps), len(compiled),
                             sum(s.timings.get("compile_s") or 0.0 for s in compiled), total,
-                            total / len(r.steps) if r.steps else None, r.waited_s, r.status,
+                            total / len(r.steps) if r.steps else None, r.status,
                             fmt_line(first) if first else ""))
     return rows
 
@@ -81,11 +80,11 @@ def rank_lines(c: CellCapture) -> list[str]:
                    f"{launch['processes']} worker process{'es' if launch['processes'] != 1 else ''}"
                    + (f", raised {launch['error']}" if launch.get("error") else ""))
     out.append(f"  {'rank':<6}{'device':<8}{'steps':>6}{'compiled':>9}{'compile':>10}{'in steps':>10}"
-               f"{'mean':>10}{'waited':>9}  {'status':<8}line")
+               f"{'mean':>10}  {'status':<8}line")
     for row in rank_rows(c):
         mean = "-" if row.mean_step_s is None else f"{row.mean_step_s:.3f} s"
         out.append(f"  {row.rank:<6}{row.device:<8}{row.steps:>6}{row.compiled:>9}{row.compile_s:>8.3f} s"
-                   f"{row.step_s:>8.3f} s{mean:>10}{row.waited_s:>7.3f} s  {row.status:<8}{row.line}")
+                   f"{row.step_s:>8.3f} s{mean:>10}  {row.status:<8}{row.line}")
     out += [f"! {line}" for line in attention(c)]
     return out
 

@@ -64,7 +64,7 @@ export interface Summary {
 
 export interface RankRow {
   launch: number; rank: number; device: string; steps: number; compiled: number; compile_s: number;
-  step_s: number; mean_step_s: number | null; waited_s: number; status: string; line: string;
+  step_s: number; mean_step_s: number | null; status: string; line: string;
 }
 
 export interface SourceLine { line: number; code: string; kernels: string[] }
@@ -267,7 +267,7 @@ function parseSummary(v: unknown, path: string): Summary {
   return out as unknown as Summary;
 }
 
-const RANK_NUMBERS = ["launch", "rank", "steps", "compiled", "compile_s", "step_s", "waited_s"] as const;
+const RANK_NUMBERS = ["launch", "rank", "steps", "compiled", "compile_s", "step_s"] as const;
 
 function parseRankRow(v: unknown, path: string): RankRow {
   const o = obj(v, path);

@@ -40,7 +40,7 @@ export function renderSummary(m: PanelModel, onSource?: (ref: SourceRef) => void
 /** The ranks of the cell's multi-process launches side by side (a failed rank is marked). */
 export function renderRanks(ranks: RankRow[]): HTMLElement {
   const launches = new Set(ranks.map((r) => r.launch)).size;
-  const head = ["rank", "device", "steps", "compiled", "compile", "in steps", "mean step", "waited", "status", "line"];
+  const head = ["rank", "device", "steps", "compiled", "compile", "in steps", "mean step", "status", "line"];
   if (launches > 1) head.unshift("launch");
   return h("table", { class: "xla-table xla-ranks" },
     h("thead", null, h("tr", null, head.map((t) => h("th", null, t)))),
@@ -49,5 +49,5 @@ export function renderRanks(ranks: RankRow[]): HTMLElement {
       h("td", null, String(r.rank)), h("td", null, r.device), h("td", { class: "xla-num" }, String(r.steps)),
       h("td", { class: "xla-num" }, String(r.compiled)), h("td", { class: "xla-num" }, fmtSeconds(r.compile_s)),
       h("td", { class: "xla-num" }, fmtSeconds(r.step_s)), h("td", { class: "xla-num" }, fmtSeconds(r.mean_step_s)),
-      h("td", { class: "xla-num" }, fmtSeconds(r.waited_s)), h("td", null, r.status), h("td", null, h("code", null, clipped(r.line, 200)))))));
+      h("td", null, r.status), h("td", null, h("code", null, clipped(r.line, 200)))))));
 }
