@@ -164,7 +164,15 @@ def test_kaggle_patterns_fork_from_cells_capture_every_rank_and_leave_the_kernel
         assert compiled and all(c["has_hlo"] and c["kernels"] >= 1 and c["compile_s"] > 0 for c in compiled)
         assert all(r["lines"][0] == {"cell": 3, "line": 11, "code": "torch_xla.sync()"} for r in got["ranks"])
 
-        k.run("%%xla -q\nxmp.spawn(train_ranks, args=(lock,), start_method='fork')")
+        # displayed, as a notebook shows it: the panel's model has the ranks and their graphs
+        shown = k.run("%%xla\nxmp.spawn(train_ranks, args=(lock,), start_method='fork')")
+        bundle = shown.first("display_data")["content"]["data"]
+        assert "4 ranks in 1 worker process" in bundle["text/plain"] and "<pre>" in bundle["text/html"]
+        from xla_lab.view.saved_output import unpacked_payload
+
+        model = unpacked_payload(bundle["application/vnd.xla-lab.capture+json"])
+        assert [r["rank"] for r in model["summary"]["ranks"]] == [0, 1, 2, 3]
+        assert len(model["graphs"]) == 2 and not shown.stdout("stderr").strip()
         got = _ranks(k)
         assert [len(r["steps"]) for r in got["ranks"]] == [3, 3, 3, 3]
         assert all(s["has_hlo"] for r in got["ranks"] for s in r["steps"])  # hits show the graph they ran
