@@ -51,7 +51,7 @@ def _launch(tmp_path, plan, pid=4242, finished=True, ended=(0, 1, 2)):
             records.append({"kind": "end", "rank": rank, "ended": clock, "status": "ok"} if rank != 1 else
                            {"kind": "end", "rank": rank, "ended": clock, "status": "raised", "error": "ValueError: no"})
     if finished:
-        records.append({"kind": "done", "ended": clock, "metrics": {"ExecuteTime": [6, 0.012]}, "note": None})
+        records.append({"kind": "done", "ended": clock, "metrics": {"execute": [6, 0.012]}, "note": None})
     (launch / f"p{pid}.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n{\"kind\": \"sy")  # cut last line
     (launch / f"p{pid}" / "sync.log").write_text(log)
     return launch

@@ -25,7 +25,6 @@ from xla_lab import runtime
 from xla_lab.capture.worker import LAUNCH_DIR_ENV, RankWorker
 
 _ENV_KEYS = ("XLA_FLAGS", "PT_XLA_DEBUG_LEVEL", "PT_XLA_DEBUG_FILE", "XLA_SAVE_TENSORS_FILE", LAUNCH_DIR_ENV)
-_DUMP_FLAGS = ("--xla_dump_to", "--xla_dump_hlo_as_text", "--xla_dump_hlo_as_proto")
 
 
 @dataclass
@@ -120,8 +119,7 @@ def _run_multiprocess(original, fn, args, kwargs, start_method: str):
 def _workers_environment(directory: Path) -> None:
     """The environment the workers start with: the user's XLA flags without xla_lab's dump, no sync
     log (the workers record themselves), the launch's directory."""
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(_DUMP_FLAGS)]
-    os.environ["XLA_FLAGS"] = " ".join(flags)
+    os.environ["XLA_FLAGS"] = " ".join(runtime.without_dump_flags(os.environ.get("XLA_FLAGS", "")))
     os.environ["PT_XLA_DEBUG_LEVEL"] = "0"
     os.environ.pop("PT_XLA_DEBUG_FILE", None)
     os.environ.pop("XLA_SAVE_TENSORS_FILE", None)
@@ -161,7 +159,7 @@ def _forked_child() -> None:
         return
     # (nothing is created here: XLA makes the dump directory if the child ever compiles)
     own = root / str(os.getpid())
-    kept = [f for f in flags.split() if not f.startswith(_DUMP_FLAGS)]
+    kept = runtime.without_dump_flags(flags)
     os.environ["XLA_FLAGS"] = " ".join(kept + [f"--xla_dump_to={own / 'dump'}", "--xla_dump_hlo_as_text"])
     os.environ["PT_XLA_DEBUG_FILE"] = str(root / f"{os.getpid()}.sync.log")
     os.environ["PT_XLA_DEBUG_LEVEL"] = "1"  # compiles only: enough to say what it did

@@ -58,6 +58,15 @@ class RuntimeState:
 _STATE: RuntimeState | None = None
 
 
+# XLA_FLAGS that point XLA's dump somewhere: xla_lab sets them for the kernel (and its launches' workers)
+DUMP_FLAGS = ("--xla_dump_to", "--xla_dump_hlo_as_text", "--xla_dump_hlo_as_proto")
+
+
+def without_dump_flags(flags: str) -> list[str]:
+    """The XLA flags of ``flags`` other than the dump's."""
+    return [f for f in flags.split() if not f.startswith(DUMP_FLAGS)]
+
+
 def current() -> RuntimeState | None:
     """The state ``prepare()`` made, if it ran in this process."""
     return _STATE
@@ -177,7 +186,7 @@ def _set_debug_env(dump_dir: Path, debug_file: Path, ir_base: Path, set_by_us: b
             "XLA_FLAGS already had --xla_dump_to; xla_lab replaced it with its own directory "
             f"({dump_dir}) so it can read and clean the dump."
         )
-        flags = " ".join(f for f in flags.split() if not f.startswith(("--xla_dump_to", "--xla_dump_hlo_as_text", "--xla_dump_hlo_as_proto")))
+        flags = " ".join(without_dump_flags(flags))
     # Text for people, proto for the Python call stack of every op (see hlo/proto_frames.py).
     os.environ["XLA_FLAGS"] = (f"{flags} --xla_dump_to={dump_dir} --xla_dump_hlo_as_text "
                                "--xla_dump_hlo_as_proto").strip()

@@ -31,7 +31,7 @@ from .records import RankRecord, StepRecord
 from .recompile import explain
 from .steps import ExplicitSync, Paired, steps_of
 from .store import ArtifactStore
-from .worker import RANK_CALL, RANK_FUNCTION
+from .worker import RANK_CALL, rank_of_block
 from .xla_logs import Frame, SyncEvent, parse_debug_log
 
 KILLED = ("the worker process ended before this rank did, without a word from it (killed: SIGKILL, "
@@ -85,14 +85,8 @@ def logged_compiles(log: bytes) -> list[tuple[int | None, str]]:
     """(rank, graph hash) of each compile in the worker's sync log, in order; the rank is read from
     the block's one frame (the rank's trampoline, worker.py), None for a compile outside an explicit
     sync (a value read)."""
-    out = []
-    for event in parse_debug_log(log.decode("utf-8", "replace")):
-        if event.kind != "compile":
-            continue
-        name = event.frames[0].function if event.frames else ""
-        rank = name[len(RANK_FUNCTION):] if name.startswith(RANK_FUNCTION) else ""
-        out.append((int(rank) if rank.isdigit() else None, event.graph_hash))
-    return out
+    return [(rank_of_block(e), e.graph_hash) for e in parse_debug_log(log.decode("utf-8", "replace"))
+            if e.kind == "compile"]
 
 
 def module_rank(module: CompiledModule) -> int | None:
@@ -161,14 +155,15 @@ def _process_ranks(records: list[dict], pid: int, launch: int, modules: list[Com
     compiled_syncs: set[int] = set()
     compiled_at: dict[tuple[int, int], list[tuple[float, str]]] = {}  # (stack, ordinal) -> compiles
     latest_at: dict[int, list[tuple[float, str]]] = {}  # stack -> compiles
-    ordinal: dict[int, int] = {}
     ordinal_of: dict[int, tuple[int, int]] = {}
     for rank in {s["rank"] for s in syncs}:
         mine = [i for i, s in enumerate(syncs) if s["rank"] == rank]
         blocks = iter(by_rank.get(rank, []))  # the rank's compiles in the log, in order
-        for pos, i in enumerate(mine):
+        seen_at: dict[int, int] = {}  # stack -> the rank's syncs there so far
+        for i in mine:
             s = syncs[i]
-            key = (s["stack"], sum(1 for j in mine[:pos] if syncs[j]["stack"] == s["stack"]))
+            key = (s["stack"], seen_at.get(s["stack"], 0))
+            seen_at[s["stack"]] = key[1] + 1
             ordinal_of[i] = key
             if not s["compiled"]:
                 continue
@@ -248,7 +243,7 @@ def _process_ranks(records: list[dict], pid: int, launch: int, modules: list[Com
         notes.append(f"worker {pid}: {done['note']}")
     if done is not None:
         metrics = done.get("metrics") or {}
-        execute = metrics.get("ExecuteTime", [0, 0.0])
+        execute = metrics.get("execute", [0, 0.0])
         notes.append(f"worker {pid} ran {execute[0]} graph executions ({execute[1]:.3f} s of device time, all its "
                      "ranks together: XLA's execution times are not kept per rank)")
     return out, notes

@@ -25,7 +25,7 @@ The ranks' syncs run as they would without xla_lab, side by side (running them o
 tie each compile to a rank, made the CPU client's cached steps about twice as slow: measured).
 Source lines on traced ops are recorded until every rank's loop hits the cache, as in a cell.
 
-Records are appended as JSON lines while the ranks run (a steady loop's at most a second late), so a
+Records are appended as JSON lines while the ranks run (a steady loop's at most FLUSH_EVERY_S late), so a
 worker that raises, or is killed, leaves what it had recorded. The kernel joins them into steps (``capture/ranks.py``).
 """
 
@@ -38,13 +38,14 @@ import threading
 import time
 import traceback
 
+from .metrics import MetricsDelta, MetricsSnapshot
+
 LAUNCH_DIR_ENV = "XLA_LAB_LAUNCH_DIR"  # set by the kernel for the workers of one launch
-HOOK_FUNCTION = "_xla_lab_rank_step_marker"
 MAX_FRAMES = 40  # frames kept of each sync's stack (innermost first), up to the rank's function
 
 
-def process_dir(launch_dir: str, pid: int | None = None) -> str:
-    return os.path.join(launch_dir, f"p{pid or os.getpid()}")
+def process_dir(launch_dir: str) -> str:
+    return os.path.join(launch_dir, f"p{os.getpid()}")
 
 
 def point_dump_here(launch_dir: str) -> None:
@@ -52,8 +53,9 @@ def point_dump_here(launch_dir: str) -> None:
     stripped its own dump and sync-log settings from the workers' environment)."""
     own = process_dir(launch_dir)
     os.makedirs(os.path.join(own, "dump"), exist_ok=True)
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
-             if not f.startswith(("--xla_dump_to", "--xla_dump_hlo_as_text", "--xla_dump_hlo_as_proto"))]
+    from xla_lab.runtime import without_dump_flags
+
+    flags = without_dump_flags(os.environ.get("XLA_FLAGS", ""))
     flags += [f"--xla_dump_to={os.path.join(own, 'dump')}", "--xla_dump_hlo_as_text", "--xla_dump_hlo_as_proto"]
     os.environ["XLA_FLAGS"] = " ".join(flags)
     os.environ["XLA_HLO_DEBUG"] = "1"  # source lines on the HLO (the fusion map's lines)
@@ -66,8 +68,8 @@ def point_dump_here(launch_dir: str) -> None:
     os.environ["PT_XLA_DEBUG_MAX_FRAME"] = "1"
 
 
-def sync_log(launch_dir: str, pid: int | None = None) -> str:
-    return os.path.join(process_dir(launch_dir, pid), "sync.log")
+def sync_log(launch_dir: str) -> str:
+    return os.path.join(process_dir(launch_dir), "sync.log")
 
 
 class _ProcessRecorder:
@@ -88,8 +90,7 @@ class _ProcessRecorder:
         self._ranks_running = 0
         self._ranks_ended = 0
         self.expected_ranks = 0
-        self._original = None
-        self._counts_at_start = self._counts()
+        self._metrics_at_start = MetricsSnapshot()
         self._tracking_lines = True  # source lines on traced ops (see _after_sync)
         self._log = sync_log(launch_dir)
         self._log_offset = 0
@@ -139,23 +140,11 @@ class _ProcessRecorder:
             self.write({"kind": "stack", "id": found, "frames": [list(f) for f in frames]})
         return found
 
-    def _counts(self) -> dict:
-        import torch_xla.debug.metrics as met
-
-        out = {}
-        names = set(met.metric_names())
-        for name in ("CompileTime", "ExecuteTime", "TransferToDeviceTime", "TransferFromDeviceTime"):
-            if name in names:
-                count, total, _ = met.metric_data(name)
-                out[name] = [count, total]
-        return out
-
     # --- the sync hook --------------------------------------------------------------------------
     def install(self) -> None:
         original = self._xlac._xla_step_marker
         while hasattr(original, "__wrapped__"):  # a hook inherited from the kernel by fork
             original = original.__wrapped__
-        self._original = original
         recorder = self
 
         def _xla_lab_rank_step_marker(*args, **kwargs):
@@ -210,10 +199,7 @@ class _ProcessRecorder:
                 end += len(_BLOCK_END)
                 self._log_offset += end
                 for event in parse_debug_log(data[:end].decode("utf-8", "replace")):
-                    name = event.frames[0].function if event.frames else ""
-                    owner = int(name[len(RANK_FUNCTION):]) if name[len(RANK_FUNCTION):].isdigit() and \
-                        name.startswith(RANK_FUNCTION) else None
-                    self._logged.setdefault(owner, []).append(event.graph_hash)
+                    self._logged.setdefault(rank_of_block(event), []).append(event.graph_hash)
             mine = self._logged.pop(rank, [])
         return mine
 
@@ -275,9 +261,8 @@ class _ProcessRecorder:
             xm.wait_device_ops()
         except Exception as exc:
             note = f"XLA failed while running a graph: {exc}"
-        before, after = self._counts_at_start, self._counts()
-        totals = {name: [after[name][0] - before.get(name, [0, 0])[0], (after[name][1] - before.get(name, [0, 0])[1]) / 1e9]
-                  for name in after}
+        delta = MetricsDelta(self._metrics_at_start, MetricsSnapshot())
+        totals = {kind: [delta.counts[kind], delta.totals_s[kind]] for kind in delta.counts}  # [count, seconds]
         self.write({"kind": "done", "ended": time.time(), "metrics": totals, "note": note})
         with self._write_lock:
             self._out.close()
@@ -303,6 +288,14 @@ def rank_function(prefix: str, rank: int):
         exec(compile(f"def {prefix}{rank}{body}", __file__, "exec"), namespace)
         found = _RANK_FUNCTIONS[(prefix, rank)] = namespace[f"{prefix}{rank}"]
     return found
+
+
+def rank_of_block(event) -> int | None:
+    """The rank a sync-log block names in its one frame (``RANK_FUNCTION``); None for a block of a
+    sync outside a rank's explicit ones (a value read)."""
+    name = event.frames[0].function if event.frames else ""
+    tail = name[len(RANK_FUNCTION):] if name.startswith(RANK_FUNCTION) else ""
+    return int(tail) if tail.isdigit() else None
 
 
 _PROCESS: _ProcessRecorder | None = None
