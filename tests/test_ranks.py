@@ -109,6 +109,13 @@ def test_ranks_travel_in_the_capture_json_and_every_view_shows_them(tmp_path):
     assert "3 ranks in 1 worker process (1 launch): 3 rank steps" in text
     assert "launch 1: <lambda> (fork), 1 worker process" in text
     assert "! step 0 at [3]:6: rank 1 ran a different graph from rank 0's (rank 2 hit the cache" in text
+    from rich.console import Console
+
+    from xla_lab.view.summary import to_rich
+
+    terminal = Console(width=300, record=True, color_system=None)
+    terminal.print(to_rich(c))
+    assert "! step 0 at [3]:6: rank 1 ran a different graph from rank 0's" in terminal.export_text()
     html = to_html(c)
     assert "&lt;lambda&gt;" in html and "<lambda>" not in html
     model = panel_model(c)
