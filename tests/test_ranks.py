@@ -139,3 +139,44 @@ def test_syncs_that_coordinate_the_ranks_say_so():
     rendezvous = [Frame("rendezvous", site + "torch_xla/core/xla_model.py", 1300), Frame("train", CELL, 9)]
     assert implicit_cause(rendezvous, "xm.rendezvous('epoch')", CELL, {CELL: 3}).startswith(
         "implicit: xm.rendezvous() makes the ranks wait for each other")
+
+
+def test_source_lines_pause_when_the_leading_ranks_are_cached_and_the_rest_are_inside_a_sync(tmp_path):
+    """On two cores the ranks drift apart: one runs its cached loop while others still compile.
+    Lines on traced ops (torch_xla's IR-debug flag, a Python stack walk per op) pause once some
+    rank is steady and every other one is steady, inside a sync (its trace done) or ended; a
+    compile turns them on again; a rank that has not started keeps them on."""
+    import torch_xla
+
+    from xla_lab.capture import worker
+
+    was = torch_xla._XLAC._get_ir_debug()
+    torch_xla._XLAC._set_ir_debug(True)
+    recorder = worker._ProcessRecorder(str(tmp_path), "cell_3")
+    try:
+        recorder.expected_ranks = 4
+        for rank in range(3):
+            recorder.rank_started(rank, f"xla:{rank}")
+        for _ in range(worker.STEADY_AFTER):
+            recorder._after_sync(0, 0)
+        assert torch_xla._XLAC._get_ir_debug()  # rank 3 has not started: it will trace its first graph
+        recorder.rank_started(3, "xla:3")
+        recorder._in_sync.update({1, 2})  # compiling their second graphs
+        recorder._after_sync(0, 0)
+        assert torch_xla._XLAC._get_ir_debug()  # rank 3 is tracing
+        recorder._in_sync.add(3)
+        recorder._after_sync(0, 0)
+        assert not torch_xla._XLAC._get_ir_debug()  # rank 0 steady, the others' traces done
+        recorder._in_sync.discard(1)
+        recorder._after_sync(1, 1)  # rank 1's compile returned: a new graph may follow
+        assert torch_xla._XLAC._get_ir_debug()
+        recorder._after_sync(0, 0)
+        assert torch_xla._XLAC._get_ir_debug()  # rank 0 is steady again only after STEADY_AFTER hits
+        recorder._after_sync(0, 0)
+        assert torch_xla._XLAC._get_ir_debug()  # and rank 1 is tracing outside a sync
+        recorder.rank_ended(1, None)
+        recorder._after_sync(0, 0)
+        assert not torch_xla._XLAC._get_ir_debug()
+    finally:
+        recorder._out.close()
+        torch_xla._XLAC._set_ir_debug(was)

@@ -87,8 +87,9 @@ class _ProcessRecorder:
         threading.Thread(target=self._flush_every, name="xla_lab records", daemon=True).start()
         self._local = threading.local()
         self._stacks: dict[tuple, int] = {}
-        self._ranks_running = 0
-        self._ranks_ended = 0
+        self._started: list[int] = []  # ranks of this process, in the order they started
+        self._ended: set[int] = set()
+        self._in_sync: set[int] = set()  # ranks inside a sync now (tracing done)
         self.expected_ranks = 0
         self._metrics_at_start = MetricsSnapshot()
         self._tracking_lines = True  # source lines on traced ops (see _after_sync)
@@ -165,12 +166,14 @@ class _ProcessRecorder:
         enter = time.time()
         self.write({"kind": "enter", "rank": rank, "stack": stack, "enter": enter}, flush=False)  # (one that hangs)
         ok = False
+        self._in_sync.add(rank)
         try:
             out = rank_function(RANK_FUNCTION, rank)(original, args, kwargs)  # names the rank in the sync log
             ok = True
             return out
         finally:
             returned = time.time()
+            self._in_sync.discard(rank)
             hashes: list[str] = []
             if (xlac._xla_counter_value("UncachedCompile") or 0) != uncached:
                 # a compile happened meanwhile, this rank's or another's at the same moment: the log's
@@ -204,9 +207,15 @@ class _ProcessRecorder:
         return mine
 
     def _after_sync(self, rank: int, compiled: int) -> None:
-        """Traced ops record their source lines until every rank's loop hits the cache
-        (STEADY_AFTER in a row); a compile anywhere turns them on again (that compile's own graph then
-        has no lines, as in a cell's steady loop)."""
+        """Traced ops record their source lines until the loops are cached; a compile anywhere turns
+        them on again (that compile's own graph then has no lines, as in a cell's steady loop).
+
+        The ranks' threads do not keep step: on two cores one rank can run its whole cached loop
+        while another still compiles its second graph. So lines pause once some rank hit the cache
+        STEADY_AFTER times in a row and every other rank has too, or is inside a sync (its trace is
+        done: the graph it compiles there has its lines), or has ended. Waiting for every rank to be
+        steady kept lines on for most of such a loop (a Python stack walk per traced op, most of a
+        short step with the threads taking turns at the GIL: measured)."""
         if compiled:
             self._hits_in_a_row.clear()
             if not self._tracking_lines:
@@ -214,13 +223,16 @@ class _ProcessRecorder:
                 self._xlac._set_ir_debug(True)
             return
         self._hits_in_a_row[rank] = self._hits_in_a_row.get(rank, 0) + 1
-        running = self.expected_ranks or 1
-        if (self._tracking_lines and len(self._hits_in_a_row) >= running
-                and min(self._hits_in_a_row.values()) >= STEADY_AFTER):
-            # source lines on traced ops cost a Python stack walk per op (with the ranks' threads
-            # taking turns at the GIL, most of a short step): only graphs that compile need them
+        if self._tracking_lines and self._loops_cached():
             self._tracking_lines = False
             self._xlac._set_ir_debug(False)
+
+    def _loops_cached(self) -> bool:
+        started = set(self._started)
+        if len(started) < max(self.expected_ranks, 1):
+            return False  # a rank that has not started yet will trace its first graph
+        steady = {r for r, hits in list(self._hits_in_a_row.items()) if hits >= STEADY_AFTER}  # (list(): one step under the GIL)
+        return bool(steady) and all(r in steady or r in self._in_sync or r in self._ended for r in started)
 
     def _own_compile_seconds(self, enter: float, returned: float) -> float:
         """The CompileTime sample of this sync's compile: the one that ended last before the sync
@@ -236,7 +248,7 @@ class _ProcessRecorder:
     def rank_started(self, rank: int, device: str) -> None:
         self._local.rank = rank
         with self._write_lock:
-            self._ranks_running += 1
+            self._started.append(rank)
         self.write({"kind": "rank", "rank": rank, "device": device, "thread": threading.get_native_id(),
                     "started": time.time()})
 
@@ -249,8 +261,8 @@ class _ProcessRecorder:
                           traceback="".join(traceback.format_exception(error))[-8000:])
         self.write(record)
         with self._write_lock:
-            self._ranks_ended += 1
-            return self._ranks_ended >= max(self.expected_ranks, self._ranks_running)
+            self._ended.add(rank)
+            return len(self._ended) >= max(self.expected_ranks, len(self._started))
 
     def finish(self) -> None:
         """After the last rank: wait for the device, record the process's metric totals."""
