@@ -17,7 +17,8 @@ def step_infos(capture) -> list[StepInfo]:
     for step in capture.steps:
         found = _MODULE.search(step.hlo_after or "")
         kernels = frozenset(k["name"] for k in (step.fusions or []))
-        out.append(StepInfo(step.index, found.group(1) if found else None, step.graph_hash, kernels))
+        out.append(StepInfo(step.index, found.group(1) if found else None, step.graph_hash, kernels,
+                            step.timings.get("execute_s")))
     return out
 
 
