@@ -14,7 +14,7 @@ EXT_OUT  := $(STATIC)/panel.js $(STATIC)/panel.css $(STATIC)/viz-standalone.mjs 
 EXT_SRC  := $(shell find $(EXT)/src -type f 2>/dev/null) $(EXT)/build.mjs $(EXT)/package.json
 EXT_DEPS := $(EXT)/node_modules/.package-lock.json
 
-.PHONY: env lab test bench notebooks clean-env
+.PHONY: env env-2.8 lab test test-2.8 bench notebooks clean-env
 
 env: $(STAMP) $(EXT_OUT)
 
@@ -31,6 +31,40 @@ $(STAMP): requirements-lock.txt pyproject.toml | $(EXT_OUT)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/jupyter labextension develop --overwrite . >/dev/null
 	$(PY) -c "import torch_xla, xla_lab; print('environment ready:', torch_xla.__version__)"
 	touch $(STAMP)
+
+# A second environment on the older supported release, made as a user's is: the framework first
+# (requirements-lock-2.8.txt: torch 2.8.0, torch_xla 2.8.1, torchvision 0.23.0), then a wheel of
+# xla_lab installed as a user installs it (no constraint on the framework: the wheel's ranges must
+# accept it), then a check that the framework is exactly as it was, and that the installed wheel
+# (imported from outside this checkout) runs %load_ext xla_lab and a %%xla train cell in a kernel.
+VENV28  := .venv-2.8
+PY28    := $(VENV28)/bin/python
+FRAMEWORK28 := $(VENV28)/.framework
+STAMP28 := $(VENV28)/.installed
+FRAMEWORK_RE := '^(torch|torch-xla|torch_xla|torchvision)=='
+PY_SRC  := $(shell find xla_lab -name '*.py' 2>/dev/null)
+
+env-2.8: $(STAMP28)
+
+$(FRAMEWORK28): requirements-lock-2.8.txt
+	test -x $(PY28) || $(PYTHON) -m venv $(VENV28)
+	$(PY28) -m pip install --quiet --upgrade pip
+	$(PY28) -m pip install --quiet -r requirements-lock-2.8.txt
+	$(PY28) -m pip freeze | grep -iE $(FRAMEWORK_RE) > $(VENV28)/framework-before.txt
+	touch $(FRAMEWORK28)
+
+# (remade when xla_lab's sources change, so the installed wheel is this checkout's)
+$(STAMP28): $(FRAMEWORK28) requirements-lock.txt pyproject.toml $(PY_SRC) $(STAMP) $(EXT_OUT)
+	rm -rf $(VENV28)/wheel && $(PY) -m pip wheel --quiet --no-deps --wheel-dir $(VENV28)/wheel .
+	@# the other pins keep this environment reproducible; the framework's are left out on purpose
+	grep -viE $(FRAMEWORK_RE) requirements-lock.txt > $(VENV28)/constraints.txt
+	$(PY28) -m pip install --quiet -c $(VENV28)/constraints.txt "$$(ls $(VENV28)/wheel/xla_lab-*.whl)[test]"
+	$(PY28) -m pip install --quiet --force-reinstall --no-deps $(VENV28)/wheel/xla_lab-*.whl
+	$(PY28) -m pip freeze | grep -iE $(FRAMEWORK_RE) > $(VENV28)/framework-after.txt
+	diff $(VENV28)/framework-before.txt $(VENV28)/framework-after.txt \
+		|| { echo "installing xla_lab's wheel changed the framework of $(VENV28)"; exit 1; }
+	cd $(VENV28) && ./bin/python $(abspath tests/installed_wheel_check.py)
+	touch $(STAMP28)
 
 # The browser side (extension/, TypeScript): `npm ci`, then esbuild into xla_lab/view/static/ (the cell panel)
 # and @jupyter/builder into xla_lab/labextension/ (the JupyterLab extension), both git-ignored, rebuilt when
@@ -61,6 +95,12 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanit
 test: env $(CHROMIUM)
 	cd $(EXT) && npm test --silent
 	$(PY) -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-2.8
+
+# On torch_xla 2.8.1, every test but the browser's (JupyterLab's side does not depend on torch_xla)
+# and the tutorials' saved outputs (made on 2.9: XLA 2.8 names some kernels differently).
+test-2.8: env-2.8
+	$(PY28) -m pytest tests --ignore=tests/browser $(PYTEST_ARGS)
 
 # Re-run the tutorial notebooks in place so their saved outputs match the code (then commit them).
 notebooks: env
@@ -78,4 +118,4 @@ bench: env
 	$(PY) benchmarks/bench_soak.py $(SOAK_ARGS)
 
 clean-env:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VENV28)

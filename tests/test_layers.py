@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "xla_lab"
-BASE = {"xla_lab.runtime", "xla_lab.interrupts"}  # import nothing of xla_lab's; anyone may import them
+BASE = {"xla_lab.runtime", "xla_lab.interrupts", "xla_lab.compat"}  # import nothing of xla_lab's; anyone may import them
 ALLOWED = {
     "hlo": {"hlo"},
     "capture": {"capture", "hlo"},

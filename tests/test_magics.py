@@ -65,6 +65,13 @@ def test_line_magic_status_history_show_clear(ip):
     assert "device" in out.stdout and "CPU" in out.stdout
     assert "HLO dump (before/after optimization)     on" in out.stdout
     assert "work directory" in out.stdout
+    import torch
+    import torch_xla
+    from torch_xla import version
+
+    rows = [line.split() for line in out.stdout.splitlines()]
+    assert ["torch_xla", torch_xla.__version__] in rows and ["torch", str(torch.__version__)] in rows
+    assert version.__xla_gitrev__[:12] in out.stdout
     with capture_output() as out:
         ip.run_line_magic("xla", "history")
     assert "compiled" in out.stdout and len(out.stdout.splitlines()) == len(xla_lab.history()) + 1

@@ -121,6 +121,18 @@ def _workbench_is_clean():
 
 
 # --- bad cells -----------------------------------------------------------------------------------
+def _ends_the_process(what: str):
+    """torch_xla 2.8 ends the process (a failed C++ check) where 2.9 raises: nothing to test there."""
+    import torch_xla
+
+    from xla_lab import compat
+
+    return pytest.mark.skipif(compat.errors_end_the_process(torch_xla.__version__),
+                              reason=f"torch_xla {torch_xla.__version__} ends the process on {what} "
+                                     "(compat.KNOWN_ON), with or without xla_lab")
+
+
+@_ends_the_process("an op of mismatched shapes")
 def test_error_mid_trace(ip, probe):
     result, c = run_xla(ip, """
 t = pw @ px
@@ -253,6 +265,7 @@ huge = {UNRUNNABLE}
     probe()
 
 
+@_ends_the_process("reading a tensor whose graph failed while running")
 def test_train_step_failing_while_running(ip, probe):
     """When the failing graph updates tensors in place (a train step's parameters), XLA 2.9's CPU
     client fails inside the run instead, and the outputs hold the error: nothing says so until a value

@@ -72,9 +72,11 @@ def annotate(target) -> str:
 
 def load_ipython_extension(ipython) -> None:
     """``%load_ext xla_lab``: set the runtime up (before the PJRT client starts) and add the magics."""
-    from xla_lab import hooks, session
+    from xla_lab import compat, hooks, session
     from xla_lab.magics import XlaMagics
 
+    for problem in compat.load_problems():  # a torch_xla outside the supported range: one line
+        print(f"xla_lab: {problem}", file=sys.stderr)
     s = session.get()
     s.loaded(ipython.user_ns)
     ipython.register_magics(XlaMagics)

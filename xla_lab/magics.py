@@ -108,9 +108,10 @@ class XlaMagics(Magics):
         if verb not in LINE_COMMANDS:
             raise UsageError(f"unknown %xla command {verb!r}; use one of: {', '.join(LINE_COMMANDS)}")
         if verb == "status":
+            from xla_lab import compat
             from xla_lab.view.status import status_text
 
-            print(status_text(session))
+            print(status_text(session, compat.versions()))
         elif verb == "history":
             from xla_lab.view.status import history_text
 

@@ -176,8 +176,10 @@ def _is_lost_in_compile(torch_xla):
 
 def _is_unfilled_placeholder(torch_xla):
     """After a wait for the device, a tensor whose data still has no buffer belongs to a graph that
-    failed while running (torch_xla spells the binding ``_is_placecholder``)."""
-    check = getattr(torch_xla._XLAC, "_is_placecholder", None) or torch_xla._XLAC._is_placeholder
+    failed while running."""
+    from xla_lab.compat import placeholder_check
+
+    check = placeholder_check(torch_xla._XLAC)
 
     def unfilled(tensor) -> bool:
         try:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from xla_lab.compat import known_differences, unsupported
 
-def status_text(session) -> str:
+
+def status_text(session, versions) -> str:
+    """``versions``: ``compat.Versions`` of the framework this kernel runs."""
     rt = session.runtime
     lines = ["xla_lab status"]
+    for what, version in versions.rows():
+        lines.append(f"  {what:<40} {version}")
     for what, state in rt.describe():
         lines.append(f"  {what:<40} {state}")
     lines.append(f"  {'captured cells':<40} {len(session.history)}")
@@ -19,8 +24,11 @@ def status_text(session) -> str:
     panels = live_panels()
     lines.append(f"  {'live panel widgets':<40} {len(panels)} (cap {panels.cap or 'none'}, XLA_LAB_MAX_PANELS)")
     lines.append(f"  {'saved %%xla outputs keep':<40} {getattr(session, 'save', 'full')} (%xla save, XLA_LAB_SAVE)")
-    for p in rt.problems:
+    outside = unsupported(versions.torch_xla)
+    for p in rt.problems + ([outside] if outside else []):
         lines.append(f"  ! {p}")
+    for note in known_differences(versions.torch_xla):
+        lines.append(f"  note: {note}")
     return "\n".join(lines)
 
 
