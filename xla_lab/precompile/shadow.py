@@ -25,32 +25,27 @@ from xla_lab.capture.recovery import is_xla_tensor  # (the queue never copies a 
 
 def reachable_tensors(values: list[Any]) -> list[torch.Tensor]:
     """Every XLA tensor a step can reach through its arguments: module parameters and buffers,
-    optimizer state, tensors in lists/tuples/dicts. Distinct objects, in no particular order."""
+    optimizer state, tensors in lists/tuples/dicts. Distinct objects, in no particular order.
+    (A loop over a stack, not a recursive closure: a closure that calls itself is a reference cycle,
+    which held every tensor it saw until Python's cyclic collector ran. A step's results outlived the
+    user's last reference that way, and so became outputs of the step's graph.)"""
     seen: dict[int, torch.Tensor] = {}
-
-    def visit(v: Any, depth: int = 0) -> None:
+    stack = [(v, 0) for v in values]
+    while stack:
+        v, depth = stack.pop()
         if depth > 6:
-            return
+            continue
         if is_xla_tensor(v):
             seen.setdefault(id(v), v)
         elif isinstance(v, torch.nn.Module):
-            for t in list(v.parameters()) + list(v.buffers()):
-                visit(t, depth + 1)
+            stack += [(t, depth + 1) for t in list(v.parameters()) + list(v.buffers())]
         elif isinstance(v, torch.optim.Optimizer):
-            for group in v.param_groups:
-                for p in group["params"]:
-                    visit(p, depth + 1)
-            for state in v.state.values():
-                visit(state, depth + 1)
+            stack += [(p, depth + 1) for group in v.param_groups for p in group["params"]]
+            stack += [(state, depth + 1) for state in v.state.values()]
         elif isinstance(v, dict):
-            for x in v.values():
-                visit(x, depth + 1)
+            stack += [(x, depth + 1) for x in v.values()]
         elif isinstance(v, (list, tuple)):
-            for x in v:
-                visit(x, depth + 1)
-
-    for value in values:
-        visit(value)
+            stack += [(x, depth + 1) for x in v]
     return list(seen.values())
 
 
