@@ -14,7 +14,13 @@ step says it is one, ``mode="eval"``). Prints per model:
 * the share of the kernels of every compiled graph credited to the model's own lines (goal >= 95%,
   backward included) and to a cell line (goal 100%), and how many name a line of the model's file.
 
-Usage: python benchmarks/bench_zoo.py [--think SECONDS] [--models resnet18,bert,...]
+Then, on one model (``--grouped-model``, resnet18), an eval written without a sync per batch: a quick
+check of the predictions on two batches in one graph, then the whole eval set two batches per sync
+(the last group one short batch). The queue learns the two-call pattern from the quick check, so it
+can precompile the last, shorter group; the quick check itself compiles in the foreground (nothing
+could predict it). Prints that session's hidden share and whether its predictions are bitwise equal.
+
+Usage: python benchmarks/bench_zoo.py [--think SECONDS] [--models resnet18,bert,...] [--grouped-model NAME]
 """
 
 from __future__ import annotations
@@ -156,6 +162,29 @@ model.train()
 """),
 ]
 
+# An eval written without a sync per batch (the queue plans groups of calls that share one graph)
+GROUPED_CELLS = CELLS[:2] + [
+    ("quick check: two batches, one sync", """%%xla -q -n check
+model.eval()
+batches = iter(evaluation)
+preds = [eval_step(model, inputs.to(dev), labels.to(dev)) for inputs, labels in (next(batches), next(batches))]
+torch_xla.sync()
+zoo_losses.extend(preds)
+model.train()
+"""),
+    ("eval pass, two batches per sync", """%%xla -q -n eval_chunks
+model.eval()
+chunk = []
+for i, (inputs, labels) in enumerate(evaluation):
+    chunk.append(eval_step(model, inputs.to(dev), labels.to(dev)))
+    if len(chunk) == 2 or i == len(evaluation) - 1:
+        torch_xla.sync()
+        zoo_losses.extend(chunk)
+        chunk = []
+model.train()
+"""),
+]
+
 CREDIT = r"""
 import json as _json
 _kernels = [k for _c in xla_lab.history() for _a in _c.artifacts().values() for k in (_a.fusions or [])]
@@ -169,13 +198,13 @@ print("XLA_LAB_RESULT" + _json.dumps({
 """
 
 
-def replay(name: str, queue_on: bool, think: float) -> dict:
+def replay(name: str, queue_on: bool, think: float, cells=CELLS) -> dict:
     model_file, build = MODELS[name]
     kernel = Session(queue_on)
     try:
         kernel.run(COMMON + build + STEPS + f"MODEL_FILE = {model_file!r}\n"
                    + ("\n%xla queue pause\n" if not queue_on else ""))
-        for cell_name, code in CELLS:
+        for cell_name, code in cells:
             time.sleep(think)  # the user reads the last output and types the next cell
             kernel.run(code)
         from bench_precompile import REPORT
@@ -191,6 +220,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--think", type=float, default=20.0, help="seconds between cells (default 20)")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated (default: all)")
+    parser.add_argument("--grouped-model", default="resnet18", help="the model of the grouped eval ('' skips it)")
     args = parser.parse_args()
     names = [m for m in args.models.split(",") if m]
     rows = []
@@ -208,6 +238,10 @@ def main() -> int:
             print(f"    {state:<9} used={used} compile {compile_s:6.2f} s  {label}" + (f"  {error}" if error else ""))
         for note in [n for c in on["cells"] for n in c["notes"] if "precompile job" in n]:
             print(f"    note: {note[:300]}")
+    if not rows:
+        if args.grouped_model:
+            grouped(args.grouped_model, args.think)
+        return 0
     print()
     print(f"{'model':<14}{'compile after step 1, off':>27}{'on':>9}{'hidden':>9}{'losses equal':>14}"
           f"{'model lines':>13}{'cell lines':>12}{'model file':>12}")
@@ -222,7 +256,24 @@ def main() -> int:
     print(f"losses bitwise equal on every model: {all(r[4] for r in rows)}")
     print(f"lowest share of kernels with a model line: {credit:.1%} (goal >= 95%) -> {'OK' if credit >= 0.95 else 'NOT MET'}")
     print(f"lowest share of kernels with a cell line: {cell:.1%} (goal 100%) -> {'OK' if cell >= 1 else 'NOT MET'}")
+    if args.grouped_model:
+        grouped(args.grouped_model, args.think)
     return 0
+
+
+def grouped(name: str, think: float) -> None:
+    off = replay(name, False, think, GROUPED_CELLS)
+    on = replay(name, True, think, GROUPED_CELLS)
+    off_later, on_later = visible_compile(off, True), visible_compile(on, True)
+    hidden = 1 - on_later / off_later if off_later else 1.0
+    print(f"\n{name}, eval without a sync per batch (a two-batch check, then two batches per sync):")
+    for (label, _), c_off, c_on in zip(GROUPED_CELLS, off["cells"], on["cells"]):
+        caches = lambda c: " ".join(s["cache"] for s in c["steps"])  # noqa: E731
+        print(f"    {label:<36} off: {caches(c_off):<32} on: {caches(c_on)}")
+    for note in [n for c in on["cells"] for n in c["notes"] if "precompile job" in n]:
+        print(f"    note: {note[:300]}")
+    print(f"  compile after the first step: off {off_later:.2f} s, on {on_later:.2f} s ({hidden:.1%} hidden); "
+          f"predictions and losses bitwise equal: {off['losses'] == on['losses']}")
 
 
 if __name__ == "__main__":

@@ -439,3 +439,138 @@ def flag_step(model, opt, x, y, twice):
     note = next(n for n in real.notes if n.startswith(f"precompile job #{job.number}"))
     assert "step 0 compiled another one: compared with the job's graph" in note
     assert "aten::tanh" in note and job.missed and job.used == 0
+
+
+# --- a marked step called several times before one sync ------------------------------------------
+GROUP_SETUP = BN_SETUP + """
+from torch.utils.data import DataLoader, TensorDataset
+
+@xla_lab.step(mode="eval", buckets=[4, 8], bucket_dims={{"x": 0}})
+def eval_step(model, x):
+    return model(x).argmax(-1)
+
+@xla_lab.step
+def accum_step(model, opt, x, y, last):
+    loss = nn.functional.cross_entropy(model(x), y) / 3
+    loss.backward()
+    if last:
+        opt.step()
+        opt.zero_grad()
+    return loss
+
+torch.manual_seed(1)
+host_images = [torch.randn(8, 3, 8, 8) for _ in range(3)]
+train_data = TensorDataset(torch.randn(52, 3, 8, 8), torch.randint(0, 10, (52,)))
+loader = DataLoader(train_data, batch_size=8)  # 7 batches, the last of 4: groups of 3, 3 and 1
+"""
+
+EVAL = """
+model.eval()
+preds = [eval_step(model, x.to(dev)) for x in {batches}]
+torch_xla.sync()
+model.train()
+"""
+
+ACCUM = """
+losses = []
+for i, (x, y) in enumerate(loader):
+    if i == {stop}:
+        break
+    last = i % 3 == 2 or i == len(loader) - 1
+    losses.append(accum_step(model, opt, x.to(dev), y.to(dev), last))
+    if last:
+        torch_xla.sync()
+"""
+
+
+@pytest.mark.parametrize("calls", [2, 3])
+def test_an_eval_comprehension_is_precompiled_as_one_graph_of_its_calls(ip, queue, fresh_dim, calls):
+    """``[eval_step(model, x) for x in batches]`` then one sync: the graph holds every call. The first
+    time, the miss of the one-call job says so and what to do; from then on the queue compiles the
+    group's graph for its variants (here a new batch size, from the step's buckets), so the cell that
+    needs one compiles nothing in the foreground."""
+    ip.run_cell(GROUP_SETUP.format(c=fresh_dim, momentum=0.9))
+    run_xla(ip, "x, y = images(8)\nloss = bn_step(model, opt, x, y)", "-q")
+    queue.plan()
+    queue.run_pending()  # among the jobs: eval_step with bn_step's arguments, one call
+    batches = f"host_images[:{calls}]"
+    _, first = run_xla(ip, EVAL.format(batches=batches), "-q")
+    assert [s.cache for s in first.steps] == ["miss"]
+    note = next(n for n in first.notes if "eval_step ran" in n)
+    holds = "both" if calls == 2 else f"all {calls}"
+    assert f"eval_step ran {calls} times before one sync, so the graph holds {holds} calls" in note
+    assert "Sync after each call" in note and f"compiles the {calls}-call graph for next time" in note
+    queue.plan()
+    labels = [j.label for j in queue.jobs if j.state == "pending"]
+    assert f"eval_step(x 4x3x8x8) x{calls} in one graph eval" in labels, labels
+    queue.run_pending()
+    assert all(j.state in ("compiled", "cached") for j in queue.jobs), [(j.label, j.error) for j in queue.jobs]
+    compiles = uncached()
+    _, small = run_xla(ip, EVAL.format(batches=f"[x[:4] for x in {batches}]"), "-q")
+    assert [s.cache for s in small.steps] == ["precompiled"], small.notes
+    assert uncached() == compiles
+    assert len(ip.user_ns["preds"]) == calls and ip.user_ns["preds"][0].shape == (4,)
+
+
+def test_gradient_accumulation_without_a_sync_per_micro_step_is_precompiled(ip, queue, fresh_dim):
+    """Three micro-steps, then one sync (the optimizer steps in the last): after one such group the
+    queue compiles the group in its steady state (the first created the optimizer's state) and the
+    epoch's last, shorter group (52 samples in batches of 8: 7 batches, the last of 4), so the epoch
+    compiles nothing in the foreground."""
+    ip.run_cell(GROUP_SETUP.format(c=fresh_dim, momentum=0.9))
+    _, first = run_xla(ip, ACCUM.format(stop=3), "-q")
+    assert [s.cache for s in first.steps] == ["miss"]
+    queue.plan()
+    reasons = [j.reason for j in queue.jobs if j.variant.step.name == "accum_step"]
+    assert "the 3 calls that run as one graph, again (their first run created optimizer state)" in reasons
+    assert "the last group of loader's 7 batches: 1 call" in reasons, reasons
+    queue.run_pending()
+    assert all(j.state in ("compiled", "cached") for j in queue.jobs), [(j.label, j.error) for j in queue.jobs]
+    compiles = uncached()
+    _, epoch = run_xla(ip, ACCUM.format(stop=-1), "-q")
+    assert [s.cache for s in epoch.steps] == ["precompiled", "hit", "precompiled"], epoch.notes
+    assert uncached() == compiles
+
+
+def test_groups_give_the_same_losses_and_predictions_with_the_queue_on_and_off(ip, queue, fresh_dim):
+    results = []
+    for queue_on in (True, False):
+        ip.run_cell(GROUP_SETUP.format(c=fresh_dim, momentum=0.9))
+        ip.run_cell("torch.manual_seed(5)")
+        for body in (ACCUM.format(stop=3), EVAL.format(batches="host_images[:2]"), ACCUM.format(stop=-1),
+                     EVAL.format(batches="[x[:4] for x in host_images]")):
+            run_xla(ip, body, "-q")
+            if queue_on:
+                queue.plan()
+                queue.run_pending()
+        ns = ip.user_ns
+        results.append(([t.cpu() for t in ns["losses"]], [t.cpu() for t in ns["preds"]],
+                        [p.detach().cpu() for p in ns["model"].parameters()]))
+        queue.jobs.clear()
+    (losses_on, preds_on, params_on), (losses_off, preds_off, params_off) = results
+    assert all(torch.equal(a, b) for a, b in zip(losses_on + preds_on + params_on, losses_off + preds_off + params_off))
+    assert len(losses_on) == 7 and len(preds_on) == 3
+
+
+def test_a_loop_without_a_sync_and_the_other_mode_are_precompiled(ip, queue, fresh_dim):
+    """``for x in batches: out = predict(model, x)`` then one sync: one graph of the three calls, whose
+    only output of theirs is the last result (each assignment drops the one before). Once the step
+    also ran in train mode, the queue compiles the group in that mode too."""
+    ip.run_cell(GROUP_SETUP.format(c=fresh_dim, momentum=0.9) + """
+@xla_lab.step
+def predict(model, x):
+    return model(x).softmax(-1)
+""")
+    loop = "model.{mode}()\nfor x in host_images:\n    out = predict(model, x.to(dev))\ntorch_xla.sync()"
+    _, first = run_xla(ip, loop.format(mode="eval"), "-q")
+    assert [s.cache for s in first.steps] == ["miss"]
+    run_xla(ip, "model.train()\nout = predict(model, host_images[0].to(dev))", "-q")
+    queue.plan()
+    (other,) = [j for j in queue.jobs if j.reason == "the other mode this step ran in"]
+    assert other.label == "predict(x 8x3x8x8) x3 in one graph train" and other.variant.held == [False, False, True]
+    queue.run_pending()
+    assert other.state == "compiled", other.error
+    compiles = uncached()
+    _, again = run_xla(ip, loop.format(mode="train"), "-q")
+    assert [s.cache for s in again.steps] == ["precompiled"], "\n".join(again.notes)
+    assert uncached() == compiles and other.used == 1

@@ -17,13 +17,15 @@ import functools
 import inspect
 import itertools
 import threading
+import time
 import types
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
-from .shadow import is_xla_tensor, reachable_tensors
+from .shadow import SameAs, TensorSpec, is_xla_tensor, reachable_tensors
 
 _in_job = threading.local()  # set while a precompile job runs a marked function on a shadow
 _call_numbers = itertools.count()
@@ -56,11 +58,52 @@ class MarkedCall:
     state_before: tuple  # state fingerprint before the call (see state_fingerprint)
     state_after: tuple = ()
     seq: int = 0  # order of calls across all steps
+    # torch_xla's graph runs (syncs that ran a graph, cached or not) before and after the call: calls
+    # with none between or inside them end up in one graph (see MarkedFunction.group)
+    runs: tuple[int, int] = (0, 0)
+    at: float = 0.0  # when the call started (time.time())
+    # weak references to the device tensors the call returned: which results the user kept alive
+    results: list = field(default_factory=list, repr=False)
+    held: bool | None = None  # kept(), as it was when the next group of the step began
+
+    def kept(self) -> bool:
+        """Did the user hold what this call returned when its graph ran (a list of predictions does;
+        ``out = step(x)`` in a loop drops each result at the next call), so that it was among the
+        graph's outputs? Read when the step's next group begins (before that call's result replaces
+        anything), or now for the latest group."""
+        if self.held is not None:
+            return self.held
+        return any(ref() is not None for ref in self.results)
 
     def bound(self) -> dict[str, Any]:
         out = dict(zip(self.names, self.args))
         out.update(self.kwargs)
         return out
+
+    def light(self, first: "MarkedCall") -> "MarkedCall":
+        """This call as a later call of ``first``'s group keeps it: each tensor argument that is not
+        one of ``first``'s arguments as a ``TensorSpec`` (its shape and type: a replay makes a fresh
+        one), so a group of a hundred calls keeps no hundred batches alive."""
+        same = {id(v): name for name, v in first.bound().items() if is_xla_tensor(v)}
+
+        def spec(v):
+            return SameAs(same[id(v)]) if id(v) in same else TensorSpec(tuple(v.shape), v.dtype, str(v.device))
+
+        args = tuple(spec(v) if is_xla_tensor(v) else v for v in self.args)
+        kwargs = {k: spec(v) if is_xla_tensor(v) else v for k, v in self.kwargs.items()}
+        return MarkedCall(self.step, args, kwargs, self.names, self.shapes, self.training, self.state_before,
+                          self.state_after, self.seq, self.runs, self.at, self.results, self.held)
+
+
+MAX_GROUP = 256  # calls of one step kept per graph; a longer run is not replayed
+
+
+def graph_runs() -> int:
+    """How many syncs have run a graph in this process (a cache hit or a compile each)."""
+    import torch_xla
+
+    counter = torch_xla._XLAC._xla_counter_value
+    return (counter("CachedCompile") or 0) + (counter("UncachedCompile") or 0)
 
 
 def state_fingerprint(values: list[Any]) -> tuple:
@@ -103,6 +146,12 @@ class MarkedFunction:
         self.loaders = list(loaders or [])
         self.problems = check_rule(fn)
         self.calls: list[MarkedCall] = []  # the last few calls
+        # The latest calls that went into one graph: consecutive calls with no graph run between or
+        # inside them (an eval comprehension, gradient accumulation without a sync per micro-step).
+        # The first is kept whole, the rest light (MarkedCall.light). One call when each call syncs.
+        self.group: list[MarkedCall] = []
+        self.group_overflow = False  # the run was longer than MAX_GROUP calls
+        self.past_groups: list[list[MarkedCall]] = []  # the groups before it (their graphs ran), at most 3
         self.listeners: list[Callable[[MarkedCall], None]] = []
         for name in self.bucket_dims:
             if name not in self.parameters:
@@ -118,18 +167,49 @@ class MarkedFunction:
         try:
             call = MarkedCall(self, args, kwargs, names,
                             {k: tuple(v.shape) for k, v in bound.items() if is_xla_tensor(v)},
-                            module_mode(values), state_fingerprint(values), seq=next(_call_numbers))
+                            module_mode(values), state_fingerprint(values), seq=next(_call_numbers),
+                            at=time.time())
+            runs_before = graph_runs()
         except Exception:  # arguments the queue cannot read: the step runs unrecorded, its errors its own
             return self.fn(*args, **kwargs)
         result = self.fn(*args, **kwargs)
         try:
             call.state_after = state_fingerprint(values)
+            call.runs = (runs_before, graph_runs())
+            call.results = [weakref.ref(t) for t in reachable_tensors([result])]
         except Exception:
             return result
         self.calls = self.calls[-3:] + [call]
+        self._join_group(call)
         for listener in list(self.listeners):
             listener(call)
         return result
+
+    def _join_group(self, call: MarkedCall) -> None:
+        last = self.group[-1] if self.group else None
+        fused = last is not None and last.runs[0] == last.runs[1] == call.runs[0] == call.runs[1]
+        if not fused:
+            if self.group and not self.group_overflow:
+                for c in self.group:
+                    c.held = c.kept()
+                self.past_groups = self.past_groups[-2:] + [self.group]
+            self.group, self.group_overflow = [call], False
+        elif len(self.group) < MAX_GROUP:
+            self.group.append(call.light(self.group[0]))
+        else:
+            self.group_overflow = True
+
+    def fused_group(self) -> list[MarkedCall]:
+        """The step's typical group of calls that ran as one graph: of its latest groups whose graphs
+        ran, the latest of the most calls (an epoch of gradient accumulation ends with a shorter
+        group, which is not the pattern). [] when each call ran a graph of its own."""
+        done = list(self.past_groups)
+        if self.group and not self.group_overflow and graph_runs() != self.group[-1].runs[1]:
+            done.append(self.group)
+        if not done:
+            return []
+        most = max(len(g) for g in done)
+        return list([g for g in done if len(g) == most][-1]) if most > 1 else []
 
     def __repr__(self) -> str:
         return f"<xla_lab step {self.name}>"

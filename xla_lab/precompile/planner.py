@@ -13,13 +13,19 @@ the module mode. In the order they are usually needed:
 5. declared shape buckets (e.g. sequence lengths), nearest first;
 6. declared variants (``variants=`` or ``%xla queue add``).
 
+A step called several times before one sync (an eval comprehension, gradient accumulation without a
+sync per micro-step) makes one graph of all those calls. Once such a graph has run, the planner plans
+the same kinds of variant for the whole group of calls (the group again in its steady state, the last
+short batch on its last call, the other mode, buckets, declared variants), and a shorter last group
+where a DataLoader's length is not a multiple of the group's size.
+
 A variant whose key (step, state fingerprint, shapes, mode) has already run is dropped: its graph is
 in XLA's cache.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .marked import MarkedCall, MarkedFunction, state_fingerprint
@@ -36,25 +42,56 @@ class Variant:
     # graph can still differ (state the first step made, or moved from the host into a graph's
     # outputs: BatchNorm's num_batches_tracked), and a job whose graph is cached costs only a trace
     unsure: bool = False
+    # the later calls of a group that runs as one graph (MarkedCall.light), with each one's shapes
+    more: list[MarkedCall] = field(default_factory=list)
+    more_shapes: list[dict[str, tuple[int, ...]]] = field(default_factory=list)
+    # which calls' results a group's job holds through its sync (the ones the user held: outputs of
+    # the graph, and part of its hash); a single call's result is always held, as in ``loss = step()``
+    held: list[bool] = field(default_factory=list)
+    first_runs: bool = True  # False: a group of one later call (its flags), on the first call's shadow
 
     def changed(self) -> dict[str, tuple[int, ...]]:
         """Arguments whose shape differs from the call's: the shadow gives them fresh zero tensors."""
         return {k: v for k, v in self.shapes.items() if self.call.shapes.get(k) != v}
 
     def key(self) -> tuple:
-        return (self.step.name, id(self.step), state_fingerprint(list(self.call.bound().values())),
-                tuple(sorted(self.shapes.items())), self.training)
+        shapes = _shapes_key(self.shapes, self.more_shapes) if self.first_runs else _shapes_key(self.more_shapes[0], [])
+        return (self.step.name, id(self.step), state_fingerprint(list(self.call.bound().values())), shapes,
+                self.training)
+
+    @property
+    def calls(self) -> int:
+        return int(self.first_runs) + len(self.more)
 
     def label(self) -> str:
         shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in self.shapes.items())
         mode = {True: "train", False: "eval", None: ""}[self.training]
-        return f"{self.step.name}({shapes}){' ' + mode if mode else ''}"
+        if not self.first_runs:
+            shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in self.more_shapes[0].items())
+        times = ""
+        if self.more and self.first_runs:
+            last = self.more_shapes[-1]
+            tail = "" if last == self.shapes else ", the last with " + ", ".join(
+                f"{k} {'x'.join(map(str, v))}" for k, v in last.items() if self.shapes.get(k) != v)
+            times = f" x{self.calls} in one graph{tail}"
+        return f"{self.step.name}({shapes}){times}{' ' + mode if mode else ''}"
+
+
+def _shapes_key(first: dict, more: list[dict]) -> tuple:
+    return tuple(tuple(sorted(s.items())) for s in [first] + list(more)) if more else tuple(sorted(first.items()))
 
 
 def call_key(call: MarkedCall) -> tuple:
     """The key of what a real call compiled (its state before the call)."""
     return (call.step.name, id(call.step), call.state_before, tuple(sorted(call.shapes.items())),
             call.training)
+
+
+def group_key(calls: list[MarkedCall]) -> tuple:
+    """The key of what a group of real calls compiled as one graph (``call_key`` for one call)."""
+    first = calls[0]
+    return (first.step.name, id(first.step), first.state_before,
+            _shapes_key(first.shapes, [c.shapes for c in calls[1:]]), first.training)
 
 
 def find_loaders(namespace: dict[str, Any] | None, extra: Iterable = ()) -> list[tuple[str, Any]]:
@@ -121,7 +158,11 @@ def plan(steps: list[MarkedFunction], namespace: dict[str, Any] | None = None) -
     the queue drops those it has seen)."""
     out: list[Variant] = []
     latest = sorted((_typical(s) for s in steps if s.calls), key=lambda c: -c.seq)
+    grouped = {id(step): group for step in steps if not step.problems and len(group := step.fused_group()) > 1}
     for step in steps:
+        if id(step) in grouped:
+            out += _group_variants(step, grouped[id(step)], namespace)
+            continue
         if not step.calls or step.problems:
             continue
         call = step.calls[-1]
@@ -157,25 +198,86 @@ def plan(steps: list[MarkedFunction], namespace: dict[str, Any] | None = None) -
             out += _tail_batches(step, borrowed.call, borrowed.training, namespace)  # its pass ends short too
             break
     for step in steps:
-        if step.problems or not step.calls or not step.buckets:
+        if step.problems or not step.calls or not step.buckets or id(step) in grouped:
             continue
         call = _typical(step)
-        current = next((call.shapes[n][d] for n, d in step.bucket_dims.items() if n in call.shapes), None)
-        for size in sorted(step.buckets, key=lambda b: (abs(b - current) if current else b, b)):
-            shapes = _with_dim(call.shapes, step.bucket_dims, size)
+        for size, shapes in _bucket_shapes(step, call):
             out.append(Variant(step, call, shapes, _mode(step, call.training), f"declared bucket {size}"))
     for step in steps:
-        if step.problems or not step.calls:
+        if step.problems or not step.calls or id(step) in grouped:
             continue
         call = _typical(step)
-        for declared in step.variants:
-            shapes = dict(call.shapes)
-            shapes.update({k: tuple(v) for k, v in declared.items()})
+        for shapes in _declared_shapes(step, call):
             out.append(Variant(step, call, shapes, _mode(step, call.training), "declared variant"))
     unique: dict[tuple, Variant] = {}
     for v in out:
-        unique.setdefault((id(v.step), tuple(sorted(v.shapes.items())), v.training), v)
+        unique.setdefault((id(v.step), _shapes_key(v.shapes, v.more_shapes), v.training), v)
     return list(unique.values())
+
+
+def _bucket_shapes(step: MarkedFunction, call: MarkedCall) -> list[tuple[int, dict]]:
+    current = next((call.shapes[n][d] for n, d in step.bucket_dims.items() if n in call.shapes), None)
+    return [(size, _with_dim(call.shapes, step.bucket_dims, size))
+            for size in sorted(step.buckets, key=lambda b: (abs(b - current) if current else b, b))]
+
+
+def _declared_shapes(step: MarkedFunction, call: MarkedCall) -> list[dict]:
+    out = []
+    for declared in step.variants:
+        shapes = dict(call.shapes)
+        shapes.update({k: tuple(v) for k, v in declared.items()})
+        out.append(shapes)
+    return out
+
+
+def _group_variants(step: MarkedFunction, group: list[MarkedCall], namespace) -> list[Variant]:
+    """The variants of a group of calls that ran as one graph: the kinds a single call gets, for the
+    whole group. A shape that changes (a bucket, a declared variant) changes in every call that had
+    the first call's shape; the last short batch of a DataLoader goes to the group's last call."""
+    first, more = group[0], group[1:]
+    mode = _mode(step, first.training)
+    k = len(group)
+
+    def variant(shapes: dict, reason: str, training=mode, count: int = k, last: dict | None = None) -> Variant:
+        changed = {n: v for n, v in shapes.items() if first.shapes.get(n) != v}
+        # a shorter group keeps the group's last call (its flags: an optimizer step at the end)
+        runs = [first] + more if count == k else [first] + more[:count - 2] + [more[-1]] if count > 1 else [more[-1]]
+        run_shapes = [{n: changed.get(n, v) if c.shapes.get(n) == first.shapes.get(n) else v
+                       for n, v in c.shapes.items()} for c in runs]
+        if last is not None:
+            run_shapes[-1] = {**run_shapes[-1], **last}
+        first_runs = runs[0] is first
+        later, later_shapes = (runs[1:], run_shapes[1:]) if first_runs else (runs, run_shapes)
+        return Variant(step, first, run_shapes[0] if first_runs else dict(first.shapes), training, reason,
+                       more=later, more_shapes=later_shapes, held=[c.kept() for c in runs], first_runs=first_runs)
+
+    state_changed = first.state_before != group[-1].state_after
+    out = [variant(dict(first.shapes), f"the {k} calls that run as one graph, again"
+                   + (" (their first run created optimizer state)" if state_changed else ""))]
+    for name, loader in find_loaders(namespace, step.loaders):
+        fed = feeds(loader, first.shapes)
+        if not fed:
+            continue
+        rest = tail_batch(loader)
+        tail = _with_dim(first.shapes, {n: 0 for n in fed}, rest) if rest else None
+        try:
+            short = len(loader) % k
+        except TypeError:  # an iterable dataset: no length
+            short = 0
+        if short:  # the epoch ends with a shorter group, the last short batch in its last call
+            out.append(variant(dict(first.shapes), f"the last group of {name}'s {len(loader)} batches: "
+                               f"{short} call{'s' if short > 1 else ''}", count=short, last=tail))
+        elif tail is not None:
+            out.append(variant(dict(first.shapes), f"last short batch of {name} ({rest} of {loader.batch_size}) "
+                               "in the group's last call", last=tail))
+    for other in {c.training for c in step.calls} - {first.training, None}:
+        if step.mode is None:
+            out.append(variant(dict(first.shapes), "the other mode this step ran in", training=other))
+    for size, shapes in _bucket_shapes(step, first):
+        out.append(variant(shapes, f"declared bucket {size}"))
+    for shapes in _declared_shapes(step, first):
+        out.append(variant(shapes, "declared variant"))
+    return out
 
 
 def _tail_batches(step: MarkedFunction, call: MarkedCall, mode: bool | None, namespace) -> list[Variant]:

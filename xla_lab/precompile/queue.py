@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .job_output import with_private_print
-from .planner import Variant, call_key, plan
-from .shadow import RngState, build_shadow
+from .planner import Variant, call_key, group_key, plan
+from .shadow import RngState, build_shadow, shadow_call
 from .marked import MarkedCall, MarkedFunction, running_in_job
 
 STATES = ("pending", "running", "compiled", "cached", "failed")
@@ -133,18 +133,32 @@ class PrecompileQueue:
         """After a cell: for each job planned for a call the cell made, if the real step compiled a
         graph of its own instead of running the job's, say why (``explain_pair(real hash, job hash)``
         compares the two graphs), so a miss is never silent. Returns notes for the cell."""
+        groups = self._groups()
         with self._lock:
             watched, self._watch = self._watch, []
+            seen = {id(j) for j in watched}
+            keys = {group_key(group) for group in groups.values()}
+            watched += [j for j in self.jobs if j.state == "compiled" and not j.used and not j.missed
+                        and id(j) not in seen and j.variant.held and j.variant.key() in keys]  # a group's job
         notes = []
         for job in watched:
             misses = [s for s in capture.steps if s.cache == "miss" and s.graph_hash not in job.compiled]
             if job.used or not misses or not job.compiled:
                 continue
             real, ours = misses[-1], next(iter(job.compiled))
+            group = groups.get(id(job.variant.step)) if not job.variant.held else None  # (a one-call job)
+            if group and group[0].at < capture.started_at:
+                group = None  # an earlier cell's
             try:
                 why = explain_pair(real.graph_hash, ours) or "the two graphs could not be compared"
             except Exception as exc:  # explaining must not break the cell's capture
                 why = f"the two graphs could not be compared ({type(exc).__name__}: {exc})"
+            if group:  # the job compiled one call, the cell ran several into one graph
+                name, k = job.variant.step.name, len(group)
+                calls = "both calls" if k == 2 else f"all {k} calls"
+                why = (f"{name} ran {k} times before one sync, so the graph holds {calls}. Sync after each call "
+                       f"to reuse one graph for any number of batches, or keep it: the queue now compiles the "
+                       f"{k}-call graph for next time; {why}")
             job.missed = why
             notes.append(f"precompile job #{job.number} ({job.label}) compiled a graph for this call, but "
                          f"step {real.index} compiled another one: {why}")
@@ -155,10 +169,19 @@ class PrecompileQueue:
     def steps(self) -> list[MarkedFunction]:
         return list(self.marked.values())
 
+    def _groups(self) -> dict[int, list[MarkedCall]]:
+        """Each marked step's group of calls that ran as one graph (``MarkedFunction.fused_group``), by
+        the step's id. Their graphs compiled: the queue counts their keys as seen."""
+        out = {id(step): group for step in self.steps() if len(group := step.fused_group()) > 1}
+        with self._lock:
+            self._seen.update(group_key(group) for group in out.values())
+        return out
+
     # --- planning --------------------------------------------------------------------------------
     def plan(self) -> list[Job]:
         """Queue the planner's variants that have not compiled yet."""
         added = []
+        self._groups()
         with self._lock:
             queued = {j.variant.key() for j in self.jobs if j.state in ("pending", "running")}
             for variant in plan(self.steps(), self.namespace()):
@@ -421,7 +444,12 @@ class PrecompileQueue:
             with running_in_job():
                 # The result stays alive through the sync, as in ``loss = step(...)``: a live
                 # tensor is a graph output, and outputs are part of the graph's hash.
-                result = step_fn(*shadow.args, **shadow.kwargs)
+                result = [step_fn(*shadow.args, **shadow.kwargs)] if variant.first_runs else []
+                for call, shapes in zip(variant.more, variant.more_shapes):  # a group: one graph
+                    args, kwargs = shadow_call(shadow, call, shapes)
+                    result.append(step_fn(*args, **kwargs))
+                if variant.held:  # a group's results that the user did not hold were not outputs
+                    result = [r for r, held in zip(result, variant.held) if held]
             if self._busy and not in_foreground:  # a cell is waiting: drop the traced work, do not compile it
                 shadow.release()
                 shadow = result = None

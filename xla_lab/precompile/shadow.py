@@ -89,9 +89,13 @@ class Shadow:
     bytes: int
     tensors: int
     notes: list[str] = field(default_factory=list)
+    # what later calls of a group map their arguments through: the copies by the user's object id,
+    # and the first call's copied arguments by name
+    memo: dict = field(default_factory=dict, repr=False)
+    named: dict = field(default_factory=dict, repr=False)
 
     def release(self) -> None:
-        self.args, self.kwargs = (), {}
+        self.args, self.kwargs, self.memo, self.named = (), {}, {}, {}
 
 
 def build_shadow(args: tuple, kwargs: dict, shapes: dict[str, tuple[int, ...]], names: list[str],
@@ -124,7 +128,47 @@ def build_shadow(args: tuple, kwargs: dict, shapes: dict[str, tuple[int, ...]], 
                 value.train(training)
     positional = tuple(copied[n] for n in names[:len(args)])
     keywords = {k: copied[k] for k in kwargs}
-    return Shadow(positional, keywords, total, len(state) + len(fresh))
+    return Shadow(positional, keywords, total, len(state) + len(fresh), memo=memo, named=copied)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor argument of a later call of a group, kept as what a replay needs to make a fresh one."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: str
+
+
+@dataclass(frozen=True)
+class SameAs:
+    """A tensor argument of a later call of a group that is the group's first call's argument ``name``
+    (a mask or an accumulator passed to every call)."""
+
+    name: str
+
+
+def shadow_call(shadow: Shadow, call, shapes: dict[str, tuple[int, ...]]) -> tuple[tuple, dict]:
+    """The arguments of a later call of a group (``MarkedCall.light``), on the shadow the first call's
+    arguments made: its batches are fresh zero tensors of ``shapes`` (made now, as the user's loop
+    makes each batch before its call), a tensor the first call had too is that call's copy, and
+    modules and optimizers are the shadow's own (the same copy for the same object)."""
+    def value(name: str | None, v):
+        if isinstance(v, SameAs):
+            return shadow.named[v.name]
+        if isinstance(v, TensorSpec):
+            shape = shapes.get(name, v.shape) if name is not None else v.shape
+            host = torch.zeros(shape, dtype=v.dtype)
+            if host.dim() == 0:  # device data, not a constant baked into the graph (see _clone)
+                import torch_xla
+
+                return torch_xla._XLAC._xla_tensors_from_aten([host], [v.device])[0]
+            return host.to(v.device)
+        return copy.deepcopy(v, shadow.memo)
+
+    args = tuple(value(call.names[i] if i < len(call.names) else None, v) for i, v in enumerate(call.args))
+    kwargs = {k: value(k, v) for k, v in call.kwargs.items()}
+    return args, kwargs
 
 
 @dataclass
