@@ -23,7 +23,7 @@ the rank:
 
 The ranks' syncs run as they would without xla_lab, side by side (running them one at a time, to
 tie each compile to a rank, made the CPU client's cached steps about twice as slow: measured).
-Source lines on traced ops are recorded until every rank's loop hits the cache, as in a cell.
+Source lines on traced ops are recorded until the ranks' loops hit the cache, as in a cell (``_after_sync``).
 
 Records are appended as JSON lines while the ranks run (a steady loop's at most FLUSH_EVERY_S late), so a
 worker that raises, or is killed, leaves what it had recorded. The kernel joins them into steps (``capture/ranks.py``).
