@@ -75,9 +75,9 @@ def load_ipython_extension(ipython) -> None:
     from xla_lab import compat, hooks, session
     from xla_lab.magics import XlaMagics
 
+    s = session.get()  # (first: it sets the runtime's environment before anything imports torch_xla)
     for problem in compat.load_problems():  # a torch_xla outside the supported range: one line
         print(f"xla_lab: {problem}", file=sys.stderr)
-    s = session.get()
     s.loaded(ipython.user_ns)
     ipython.register_magics(XlaMagics)
     hooks.register(ipython)
