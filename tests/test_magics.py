@@ -103,6 +103,26 @@ def test_unload_and_reload(ip):
     assert "xla_lab status" in out.stdout
 
 
+def test_loading_after_importing_torch_xla_keeps_source_lines():
+    """``import torch_xla`` before ``%load_ext xla_lab`` (nothing run yet): torch_xla read XLA_IR_DEBUG
+    at import, before xla_lab set it, so traced ops would have no source lines (a plain cell's
+    ``model.to(device)`` had none in the memory view); loading turns them on."""
+    script = textwrap.dedent("""
+        import os
+        for name in ("XLA_IR_DEBUG", "XLA_HLO_DEBUG"):
+            os.environ.pop(name, None)
+        import torch, torch_xla
+        assert not torch_xla._XLAC._get_ir_debug()
+        from IPython.testing.globalipapp import start_ipython
+        ip = start_ipython()
+        ip.run_line_magic("load_ext", "xla_lab")
+        print("IR_DEBUG", torch_xla._XLAC._get_ir_debug())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "IR_DEBUG True" in proc.stdout
+
+
 def test_loading_too_late_explains_itself(tmp_path):
     script = textwrap.dedent("""
         import os, sys

@@ -140,6 +140,10 @@ def prepare() -> RuntimeState:
         state.problems.append(too_late_message(state))
         _STATE = state
         return state
+    if "torch_xla" in sys.modules:
+        # imported before xla_lab (not yet used): it read XLA_IR_DEBUG at import, so source lines on
+        # traced ops are turned on here (the other switches are read when the runtime starts)
+        sys.modules["torch_xla"]._XLAC._set_ir_debug(True)
     _STATE = RuntimeState(workdir, dump_dir, debug_file, ir_file, os.environ["PJRT_DEVICE"], set_by_us,
                           ir_log=ir_log_requested(), problems=_PENDING_PROBLEMS[:])
     return _STATE
