@@ -118,3 +118,53 @@ def test_an_interrupted_wait_keeps_the_model_and_reaches_the_cell_after_the_job(
     k.run("snap = [t.detach().cpu().clone() for t in state(m, opt)]")
     assert "train_step printed this" in ex.stdout()
     assert k.value("[s.cache for s in xla_lab.last().steps]") == ["precompiled"]
+
+
+GROUPS = """
+%load_ext xla_lab
+import torch, torch_xla, xla_lab
+from torch import nn
+dev = torch_xla.device()
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                      nn.Flatten(), nn.Linear(6, 10)).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+@xla_lab.step
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+@xla_lab.step(mode="eval", buckets=[4, 16], bucket_dims={"x": 0})
+def eval_step(model, x):
+    return model(x).argmax(-1)
+
+test = [(torch.randn(16, 3, 12, 12), torch.randint(0, 10, (16,))) for _ in range(2)]
+"""
+
+
+def test_an_eval_comprehension_in_a_real_kernel():
+    """The issue's eval cell, as a user runs it in Jupyter: a comprehension over the test batches, one
+    sync. The first time, the cell's note says the step ran twice per sync and what to do; the queue
+    then compiles the two-call graph for the step's other batch size, which the next cell runs."""
+    eval_cell = ("%%xla -n eval\nmodel.eval()\npreds = [eval_step(model, x[:{n}].to(dev)) for x, _ in test]\n"
+                 "torch_xla.sync()\nmodel.train()")
+    with Kernel() as k:
+        k.run(GROUPS)
+        k.run("%%xla -q\nx, y = test[0][0].to(dev), test[0][1].to(dev)\nloss = train_step(model, opt, x, y)")
+        k.run("%xla queue run")
+        first = k.run(eval_cell.format(n=16))
+        assert first.status == "ok", first.evalue
+        notes = k.value("xla_lab.last().notes")
+        assert any("eval_step ran 2 times before one sync, so the graph holds both calls" in n
+                   and "Sync after each call" in n for n in notes), notes
+        assert k.value("[s.cache for s in xla_lab.last().steps]") == ["miss"]
+        k.run("%xla queue run")
+        assert "eval_step(x 4x3x12x12) x2 in one graph eval" in k.value("[j.label for j in xla_lab.queue().jobs]")
+        second = k.run(eval_cell.format(n=4))
+        assert second.status == "ok", second.evalue
+        assert k.value("[s.cache for s in xla_lab.last().steps]") == ["precompiled"]
+        assert k.value("[tuple(p.shape) for p in preds]") == [(4,), (4,)]

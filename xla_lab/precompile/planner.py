@@ -42,43 +42,43 @@ class Variant:
     # graph can still differ (state the first step made, or moved from the host into a graph's
     # outputs: BatchNorm's num_batches_tracked), and a job whose graph is cached costs only a trace
     unsure: bool = False
-    # the later calls of a group that runs as one graph (MarkedCall.light), with each one's shapes
-    more: list[MarkedCall] = field(default_factory=list)
-    more_shapes: list[dict[str, tuple[int, ...]]] = field(default_factory=list)
-    # which calls' results a group's job holds through its sync (the ones the user held: outputs of
-    # the graph, and part of its hash); a single call's result is always held, as in ``loss = step()``
+    # a group job: the calls that run as one graph, in order (the first is ``call`` itself when it
+    # runs, on the shadow of its own arguments; later ones are MarkedCall.light), each one's shapes,
+    # and which results it holds through its sync (the ones the user held: outputs of the graph, part
+    # of its hash). Empty for one call, whose result is always held, as in ``loss = step(...)``.
+    group: list[MarkedCall] = field(default_factory=list)
+    group_shapes: list[dict[str, tuple[int, ...]]] = field(default_factory=list)
     held: list[bool] = field(default_factory=list)
-    first_runs: bool = True  # False: a group of one later call (its flags), on the first call's shadow
 
     def changed(self) -> dict[str, tuple[int, ...]]:
         """Arguments whose shape differs from the call's: the shadow gives them fresh zero tensors."""
         return {k: v for k, v in self.shapes.items() if self.call.shapes.get(k) != v}
 
     def key(self) -> tuple:
-        shapes = _shapes_key(self.shapes, self.more_shapes) if self.first_runs else _shapes_key(self.more_shapes[0], [])
-        return (self.step.name, id(self.step), state_fingerprint(list(self.call.bound().values())), shapes,
-                self.training)
+        return (self.step.name, id(self.step), state_fingerprint(list(self.call.bound().values())),
+                _shapes_key(self.group_shapes or [self.shapes]), self.training)
 
     @property
     def calls(self) -> int:
-        return int(self.first_runs) + len(self.more)
+        return len(self.group) or 1
 
     def label(self) -> str:
-        shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in self.shapes.items())
+        first = self.group_shapes[0] if self.group else self.shapes
+        shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in first.items())
         mode = {True: "train", False: "eval", None: ""}[self.training]
-        if not self.first_runs:
-            shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in self.more_shapes[0].items())
         times = ""
-        if self.more and self.first_runs:
-            last = self.more_shapes[-1]
-            tail = "" if last == self.shapes else ", the last with " + ", ".join(
-                f"{k} {'x'.join(map(str, v))}" for k, v in last.items() if self.shapes.get(k) != v)
+        if self.calls > 1:
+            last = self.group_shapes[-1]
+            tail = "" if last == first else ", the last with " + ", ".join(
+                f"{k} {'x'.join(map(str, v))}" for k, v in last.items() if first.get(k) != v)
             times = f" x{self.calls} in one graph{tail}"
         return f"{self.step.name}({shapes}){times}{' ' + mode if mode else ''}"
 
 
-def _shapes_key(first: dict, more: list[dict]) -> tuple:
-    return tuple(tuple(sorted(s.items())) for s in [first] + list(more)) if more else tuple(sorted(first.items()))
+def _shapes_key(shapes: list[dict]) -> tuple:
+    """Shapes of the calls of one graph; one call's as they always were."""
+    keys = [tuple(sorted(s.items())) for s in shapes]
+    return keys[0] if len(keys) == 1 else tuple(keys)
 
 
 def call_key(call: MarkedCall) -> tuple:
@@ -90,8 +90,8 @@ def call_key(call: MarkedCall) -> tuple:
 def group_key(calls: list[MarkedCall]) -> tuple:
     """The key of what a group of real calls compiled as one graph (``call_key`` for one call)."""
     first = calls[0]
-    return (first.step.name, id(first.step), first.state_before,
-            _shapes_key(first.shapes, [c.shapes for c in calls[1:]]), first.training)
+    return (first.step.name, id(first.step), first.state_before, _shapes_key([c.shapes for c in calls]),
+            first.training)
 
 
 def find_loaders(namespace: dict[str, Any] | None, extra: Iterable = ()) -> list[tuple[str, Any]]:
@@ -211,7 +211,7 @@ def plan(steps: list[MarkedFunction], namespace: dict[str, Any] | None = None) -
             out.append(Variant(step, call, shapes, _mode(step, call.training), "declared variant"))
     unique: dict[tuple, Variant] = {}
     for v in out:
-        unique.setdefault((id(v.step), _shapes_key(v.shapes, v.more_shapes), v.training), v)
+        unique.setdefault((id(v.step), _shapes_key(v.group_shapes or [v.shapes]), v.training), v)
     return list(unique.values())
 
 
@@ -246,10 +246,8 @@ def _group_variants(step: MarkedFunction, group: list[MarkedCall], namespace) ->
                        for n, v in c.shapes.items()} for c in runs]
         if last is not None:
             run_shapes[-1] = {**run_shapes[-1], **last}
-        first_runs = runs[0] is first
-        later, later_shapes = (runs[1:], run_shapes[1:]) if first_runs else (runs, run_shapes)
-        return Variant(step, first, run_shapes[0] if first_runs else dict(first.shapes), training, reason,
-                       more=later, more_shapes=later_shapes, held=[c.kept() for c in runs], first_runs=first_runs)
+        return Variant(step, first, run_shapes[0] if runs[0] is first else dict(first.shapes), training, reason,
+                       group=runs, group_shapes=run_shapes, held=[c.kept() for c in runs])
 
     state_changed = first.state_before != group[-1].state_after
     out = [variant(dict(first.shapes), f"the {k} calls that run as one graph, again"

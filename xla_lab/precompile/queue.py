@@ -139,14 +139,14 @@ class PrecompileQueue:
             seen = {id(j) for j in watched}
             keys = {group_key(group) for group in groups.values()}
             watched += [j for j in self.jobs if j.state == "compiled" and not j.used and not j.missed
-                        and id(j) not in seen and j.variant.held and j.variant.key() in keys]  # a group's job
+                        and id(j) not in seen and j.variant.group and j.variant.key() in keys]  # a group's job
         notes = []
         for job in watched:
             misses = [s for s in capture.steps if s.cache == "miss" and s.graph_hash not in job.compiled]
             if job.used or not misses or not job.compiled:
                 continue
             real, ours = misses[-1], next(iter(job.compiled))
-            group = groups.get(id(job.variant.step)) if not job.variant.held else None  # (a one-call job)
+            group = groups.get(id(job.variant.step)) if not job.variant.group else None  # (a one-call job)
             if group and group[0].at < capture.started_at:
                 group = None  # an earlier cell's
             try:
@@ -444,12 +444,17 @@ class PrecompileQueue:
             with running_in_job():
                 # The result stays alive through the sync, as in ``loss = step(...)``: a live
                 # tensor is a graph output, and outputs are part of the graph's hash.
-                result = [step_fn(*shadow.args, **shadow.kwargs)] if variant.first_runs else []
-                for call, shapes in zip(variant.more, variant.more_shapes):  # a group: one graph
-                    args, kwargs = shadow_call(shadow, call, shapes)
-                    result.append(step_fn(*args, **kwargs))
-                if variant.held:  # a group's results that the user did not hold were not outputs
-                    result = [r for r, held in zip(result, variant.held) if held]
+                if not variant.group:
+                    result = step_fn(*shadow.args, **shadow.kwargs)
+                else:  # a group's calls, one graph; the results the user did not hold were not outputs
+                    result = []
+                    for call, shapes, held in zip(variant.group, variant.group_shapes, variant.held):
+                        args, kwargs = ((shadow.args, shadow.kwargs) if call is variant.call
+                                        else shadow_call(shadow, call, shapes))
+                        out = step_fn(*args, **kwargs)
+                        if held:
+                            result.append(out)
+                        del out
             if self._busy and not in_foreground:  # a cell is waiting: drop the traced work, do not compile it
                 shadow.release()
                 shadow = result = None
