@@ -83,12 +83,11 @@ def _shapes_key(shapes: list[dict]) -> tuple:
 
 def call_key(call: MarkedCall) -> tuple:
     """The key of what a real call compiled (its state before the call)."""
-    return (call.step.name, id(call.step), call.state_before, tuple(sorted(call.shapes.items())),
-            call.training)
+    return group_key([call])
 
 
 def group_key(calls: list[MarkedCall]) -> tuple:
-    """The key of what a group of real calls compiled as one graph (``call_key`` for one call)."""
+    """The key of what real calls compiled as one graph (their first one's state before them)."""
     first = calls[0]
     return (first.step.name, id(first.step), first.state_before, _shapes_key([c.shapes for c in calls]),
             first.training)
