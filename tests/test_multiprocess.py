@@ -85,7 +85,7 @@ print(json.dumps({
 }))
 """
 
-SUMMARY = "from xla_lab.view.summary import to_text; print(to_text(xla_lab.last()))"
+SUMMARY = "from xla_lab.view.report import to_text; print(to_text(xla_lab.last()))"
 
 # single-device cells, captured before / after multi-process cells and in a kernel that never ran one
 SINGLE = [
@@ -99,7 +99,7 @@ def _same_in_any_kernel(text):  # a cell's file is named after its kernel's proc
     return re.sub(r"/ipykernel_\\d+/", "/ipykernel_PID/", text or "")
 
 def _prompts_apart(text):  # the same cells run at other prompts than in the reference kernel
-    return re.sub(r"cell \\[\\d+\\]", "cell [N]", text or "")
+    return re.sub(r"\\[\\d+\\]", "[N]", text or "")
 
 def _project(c):
     arts = c.artifacts()

@@ -29,7 +29,7 @@ def sig(params, nodes=(), constants=(), outputs=("f32[]",)):
 def test_inputs_are_matched_by_what_they_are_not_by_position():
     """A BatchNorm model after a batch-size change: the counter moved before the batch. By position,
     input 6 'changed' f32[16,3,32,32] -> s64[] and input 7 s64[] -> f32[32,...]."""
-    batch = "cell [2] line 1 (x = ...)"
+    batch = "[2]:1 (x = ...)"
     old = [p(i, s) for i, s in enumerate(["f32[8]"] * 6)] + [p(6, "f32[16,3,32,32]", batch), p(7, "s64[]")]
     new = [p(i, s) for i, s in enumerate(["f32[8]"] * 6)] + [p(6, "s64[]"), p(7, "f32[32,3,32,32]", batch)]
     changed, added, removed = match_inputs(new, old)
@@ -43,7 +43,7 @@ def test_inputs_are_matched_by_what_they_are_not_by_position():
 def test_every_difference_is_listed_most_important_first():
     """A re-run with a new batch right after the first step: more inputs (optimizer state) and a new
     shape, and a baked scalar; before, only the first difference was given."""
-    x = "cell [3] line 1 (x = torch.randn(12, 32))"
+    x = "[3]:1 (x = torch.randn(12, 32))"
     def constants(batch, lr):
         return [{"value": batch, "shape": "f32[]", "op": "aten::div", "where": "mean"},
                 {"value": lr, "shape": "f32[]", "op": "aten::mul", "where": "lr"}] * 2
@@ -64,9 +64,9 @@ def test_a_dtype_change_among_unrelated_inputs_is_one_change():
 
 
 def test_op_similarity_matches_the_same_code_not_the_same_op_names():
-    step_fn = [("aten::mm", "cell [1] line 4"), ("aten::relu", "cell [1] line 5"), ("aten::sum", "cell [1] line 6")]
-    other_model = [("aten::mm", "cell [7] line 2"), ("aten::relu", "cell [7] line 3"), ("aten::sum", "cell [7] line 4")]
-    assert op_similarity(sig([], step_fn), sig([], step_fn + [("aten::add", "cell [1] line 9")])) >= 0.75
+    step_fn = [("aten::mm", "[1]:4"), ("aten::relu", "[1]:5"), ("aten::sum", "[1]:6")]
+    other_model = [("aten::mm", "[7]:2"), ("aten::relu", "[7]:3"), ("aten::sum", "[7]:4")]
+    assert op_similarity(sig([], step_fn), sig([], step_fn + [("aten::add", "[1]:9")])) >= 0.75
     assert op_similarity(sig([], step_fn), sig([], other_model)) == 1.0  # the same ops in the same order
     assert op_similarity(sig([], step_fn), sig([], other_model[::-1])) == 0.0
     assert op_similarity(sig([], step_fn), sig([], step_fn * 3)) == 0.0  # too different in size
@@ -78,16 +78,16 @@ def _step(index, h, signature, cache="miss", line=2):
 
 
 def test_a_new_cell_is_compared_with_the_nearest_graph_in_the_kernel():
-    code = [("aten::mm", "cell [1] line 4"), ("aten::relu", "cell [1] line 5")]
+    code = [("aten::mm", "[1]:4"), ("aten::relu", "[1]:5")]
     earlier = CellCapture(cell_id="c1", execution_count=4, source="", started_at=0.0, graph_name="cell_4",
-                          steps=[_step(0, "old", sig([("f32[8,4]", "cell [4] line 1")], code))])
+                          steps=[_step(0, "old", sig([("f32[8,4]", "[4]:1")], code))])
     unrelated = CellCapture(cell_id="c2", execution_count=5, source="", started_at=0.0, graph_name="cell_5",
-                            steps=[_step(0, "x", sig(["f32[3]"], [("aten::exp", "cell [5] line 1")]))])
-    new = _step(0, "new", sig([("f32[16,4]", "cell [6] line 1")], code))
+                            steps=[_step(0, "x", sig(["f32[3]"], [("aten::exp", "[5]:1")]))])
+    new = _step(0, "new", sig([("f32[16,4]", "[6]:1")], code))
     joins.explain_recompiles([new], [], [earlier, unrelated])
     assert new.recompile_reason == ("compared with cell [4] step 0's graph; input 0 changed shape: "
-                                    "f32[8,4] -> f32[16,4] at cell [6] line 1")
-    alone = _step(0, "alone", sig(["f32[2]"], [("aten::sin", "cell [8] line 1")]))
+                                    "f32[8,4] -> f32[16,4] at [6]:1")
+    alone = _step(0, "alone", sig(["f32[2]"], [("aten::sin", "[8]:1")]))
     joins.explain_recompiles([alone], [], [earlier, unrelated])
     assert alone.recompile_reason.startswith("first compile of this cell")
 
@@ -121,7 +121,7 @@ def test_a_value_read_inside_the_models_code_names_that_line(tmp_path):
     assert cause.startswith("implicit: `in` on a tensor reads its values in masks.py:2")
     in_cell = [Frame("step", "other_cell.py", 9), Frame("<module>", "cell.py", 1)]
     assert joins.implicit_cause(in_cell, "loss = step()", "cell.py", {"cell.py": 7, "other_cell.py": 3}).endswith(
-        "at cell [3] line 9 (step)")
+        "at [3]:9 (step)")
 
 
 XLA_DIR, TORCH_DIR = os.path.dirname(torch_xla.__file__), os.path.dirname(torch.__file__)

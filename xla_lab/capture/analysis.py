@@ -23,7 +23,7 @@ from xla_lab.hlo.sharding import ShardingParseError, spmd_summary
 
 from .frames import frame_code, import_path, is_internal
 from .ir_graph import format_ir_text
-from .recompile import describe_line
+from .source_ref import ref_text, ref_with_code
 from .records import GraphArtifacts
 
 
@@ -112,11 +112,11 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
         traced = []
         for n in nodes:
             where = next((ln for ln in map(first_line, n.hlo) if ln), None)
-            traced.append({"op": n.op, "shape": n.shape, "where": describe_line(where) if where else n.location})
+            traced.append({"op": n.op, "shape": n.shape, "where": ref_with_code(where) if where else n.location})
 
         def where_of(ins) -> str | None:
             ln = first_line(ins.name)
-            return describe_line(ln) if ln else (_short(ins.source) if ins.source else None)
+            return ref_with_code(ln) if ln else (_short(ins.source) if ins.source else None)
 
         art.signature = graph_signature(before, traced, where_of)
         art.large_constants = [{"instruction": ins.name, "shape": ins.shape_text, "bytes": ins.shape.byte_size,
@@ -256,7 +256,7 @@ def _innermost(ins) -> str | None:
 
 @functools.lru_cache(maxsize=4096)
 def _short(source: tuple[str, int]) -> str:
-    return f"{os.path.basename(source[0])}:{source[1]}"
+    return ref_text({"cell": None, "file": source[0], "line": source[1]})
 
 
 def _source(module: HloModule, name: str, lines_of) -> dict | None:

@@ -17,7 +17,6 @@ import sys
 import sysconfig
 from typing import Iterable, Protocol
 
-from .prompts import PROMPTS
 
 
 class _Frame(Protocol):
@@ -87,29 +86,3 @@ def model_frame(frames: Iterable[_Frame], stop_at: str | None = None):
 
 def frame_code(frame: _Frame) -> str | None:
     return linecache.getline(frame.file, frame.line).strip() or None
-
-
-def fmt_line(ln: dict) -> str:
-    """``[5]:3`` for a cell line, ``modeling_bert.py:413`` for a line of a file."""
-    cell = ln.get("cell")
-    if cell is not None:
-        return f"[{cell}]:{ln['line']}"
-    return f"{(ln.get('file') or '').rsplit('/', 1)[-1]}:{ln['line']}"
-
-
-def current_line(ln: dict, execution_count: int | None, source: str, compiled_in: int | None) -> dict:
-    """A recorded line as the notebook names it now: a line of the run that compiled the graph
-    (``[3]:4``) as the run being shown (``[4]:4``) when that run is of the same cell text (a cache hit
-    reuses the graph), and any cell line as the newest prompt of its cell (``prompts.py``: after Run
-    All, a model cell's ``[2]`` is ``[12]``)."""
-    cell = ln.get("cell")
-    if not isinstance(cell, int):
-        return ln
-    if compiled_in is not None and cell == compiled_in and execution_count is not None and cell != execution_count:
-        lines = source.splitlines()
-        n = ln.get("line")
-        if isinstance(n, int) and 1 <= n <= len(lines) and (ln.get("code") in (None, lines[n - 1].strip())):
-            ln = {**ln, "cell": execution_count}
-            cell = execution_count
-    now = PROMPTS.current(cell, ln.get("line"), ln.get("code"))
-    return ln if now == cell else {**ln, "cell": now}

@@ -26,7 +26,7 @@ from xla_lab.hlo.proto_frames import ProtoError, instruction_stacks
 
 from .analysis import CellFiles, analyze
 from .dumps import CompiledModule, DumpDirectory
-from .frames import fmt_line
+from .source_ref import ref_text
 from .records import RankRecord, StepRecord
 from .recompile import explain
 from .steps import ExplicitSync, Paired, steps_of
@@ -217,7 +217,7 @@ def _process_ranks(records: list[dict], pid: int, launch: int, modules: list[Com
             hung = [e for e in records if e.get("kind") == "enter" and e["rank"] == rank and e["enter"] not in returned]
             if hung:
                 where = cells.model_line(stacks.get(hung[-1]["stack"], []))
-                record.error += (f"; it was in a sync{' at ' + fmt_line(where) if where else ''} that never returned "
+                record.error += (f"; it was in a sync{' at ' + ref_text(where) if where else ''} that never returned "
                                  "(in a collective, waiting for the other ranks?)")
         paired = []
         frames_of: dict[int, list[Frame]] = {}
@@ -306,7 +306,7 @@ def divergences(ranks: list[RankRecord], limit: int = 3) -> list[str]:
                 ranks_ = [r.rank for r, _ in other]
                 first, step = other[0]
                 why = _difference(step, ref_step, ref_rank.rank)
-                where = f" at {fmt_line(first.lines[k])}" if k < len(first.lines) and first.lines[k] else ""
+                where = f" at {ref_text(first.lines[k])}" if k < len(first.lines) and first.lines[k] else ""
                 refs = [r.rank for r, _ in ordered[0]]
                 out.append(f"step {k}{where}: rank{'s' if len(ranks_) > 1 else ''} {', '.join(map(str, ranks_))} "
                            f"ran a different graph from rank{'s' if len(refs) > 1 else ''} "

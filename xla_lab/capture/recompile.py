@@ -12,13 +12,6 @@ from collections import Counter
 from xla_lab.hlo.shapes import parse_shape
 
 
-def describe_line(ln: dict) -> str:
-    """A cell line as the reasons and warnings name it: "cell [5] line 3 (loss = model(x))"."""
-    cell = ln.get("cell")
-    where = f"line {ln['line']}" if cell is None else f"cell [{cell}] line {ln['line']}"
-    return where + (f" ({ln['code']})" if ln.get("code") else "")
-
-
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 

@@ -151,7 +151,7 @@ class CellRecorder:
         if executions:
             self._steps_from_events(events, irs, modules)
             joins.explain_recompiles(self.capture.steps, joins.previous_runs(self.capture, self.earlier, self.named),
-                                    self.earlier)
+                                    self.earlier, self.capture.execution_count)
         else:
             self.capture.steps = joins.steps_from_metrics(delta.samples, self.capture.graph_name)
             self._explicit_of_step = [None] * len(self.capture.steps)

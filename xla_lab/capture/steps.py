@@ -23,6 +23,7 @@ from .frames import frame_code, model_frame
 from .metrics import Sample
 from .recompile import explain, op_counts, op_similarity
 from .records import TIMING_KEYS, CellCapture, StepRecord
+from .source_ref import cell_ref, ref_text
 from .xla_logs import Frame, SyncEvent
 
 HOOK_FUNCTION = "_xla_lab_step_marker"  # the sync hook's name, as it shows in the sync log's frames
@@ -163,11 +164,10 @@ _COORDINATION = (
 
 
 def _where(frame: Frame, cell_files: dict[str, int | None] | None) -> str:
-    """``cell [3] line 7`` for a frame in a notebook cell, ``modeling_bert.py:413`` for a file."""
+    """``at [3]:7`` for a frame in a notebook cell, ``in modeling_bert.py:413`` for a file."""
     if cell_files and frame.file in cell_files:
-        count = cell_files[frame.file]
-        return f"at cell [{count}] line {frame.line}" if count is not None else f"at line {frame.line} of a cell"
-    return f"in {os.path.basename(frame.file)}:{frame.line}"
+        return "at " + ref_text({"cell": cell_files[frame.file], "line": frame.line})
+    return "in " + ref_text({"cell": None, "file": frame.file, "line": frame.line})
 
 
 def _short_code(code: str | None, limit: int = 80) -> str | None:
@@ -269,9 +269,11 @@ def _label(step: StepRecord, capture: CellCapture) -> str:
     return f"{cell}{named} step {step.index}'s graph"
 
 
-def explain_recompiles(steps: list[StepRecord], runs: list[CellCapture], others: list[CellCapture] = ()) -> None:
+def explain_recompiles(steps: list[StepRecord], runs: list[CellCapture], others: list[CellCapture] = (),
+                       execution_count: int | None = None) -> None:
     """Set ``recompile_reason`` on every miss (``runs``: ``previous_runs``; ``others``: every earlier
-    capture of the kernel, searched for the nearest graph when the cell has none of its own)."""
+    capture of the kernel, searched for the nearest graph when the cell has none of its own;
+    ``execution_count``: the prompt of the run the steps belong to, for the lines named)."""
     for step in steps:
         if step.cache != "miss":
             continue
@@ -286,7 +288,7 @@ def explain_recompiles(steps: list[StepRecord], runs: list[CellCapture], others:
         old = base.artifacts.signature if base is not None and base.artifacts else None
         split = None
         if step.sync_cause.startswith("implicit"):
-            where = f" at line {step.sync_line}" if step.sync_line else ""
+            where = f" at {ref_text(cell_ref(execution_count, step.sync_line))}" if step.sync_line else ""
             split = f"the step was cut mid-way{where} ({step.sync_cause.removeprefix('implicit: ')}): " \
                     "the graph ends there and the rest of the step is another graph"
         if new is None:
@@ -300,7 +302,7 @@ def explain_recompiles(steps: list[StepRecord], runs: list[CellCapture], others:
             # (the cell compiled other graphs already, e.g. the first half of a step cut by .item())
             first_at = None
             if old is None and any(s.cache == "miss" for s in steps[:step.index]):
-                first_at = f"at line {step.sync_line}" if step.sync_line else (
+                first_at = f"at {ref_text(cell_ref(execution_count, step.sync_line))}" if step.sync_line else (
                     "at the end of the cell" if step.sync_cause == "end of cell" else "here")
             step.recompile_reason = explain(new, old, split_by=split, compared_with=compared_with, first_at=first_at)
 

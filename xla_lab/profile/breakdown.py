@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xla_lab.capture.frames import current_line
+from xla_lab.capture.source_ref import ref_text, shown_ref
 
 OVERHEAD_NS = 5_000  # a kernel whose mean time is below this is mostly launch cost: "overhead-bound"
 NO_LINE = "(no source line)"
@@ -58,8 +58,9 @@ class LineTime:
     line: int | None = None
 
 
-def kernel_times(capture) -> list[KernelTime]:
-    """Every kernel that ran in the profiled cell, longest total first."""
+def kernel_times(capture, prompts=None) -> list[KernelTime]:
+    """Every kernel that ran in the profiled cell, longest total first, its lines as the run shown
+    names them (``prompts``: ``capture/source_ref.py`` ``shown_ref``)."""
     profile = capture.profile or {}
     artifacts = capture.artifacts()
     peaks = profile.get("peaks") or None
@@ -72,7 +73,7 @@ def kernel_times(capture) -> list[KernelTime]:
             compiled_in = art.compiled_in if art is not None else None
 
             def now(lines: list[dict], compiled_in=compiled_in) -> list[dict]:  # as this run names them
-                return [current_line(ln, capture.execution_count, capture.source, compiled_in) for ln in lines]
+                return [shown_ref(ln, capture.execution_count, capture.source, compiled_in, prompts) for ln in lines]
 
             row = KernelTime(graph_hash, name, k["kind"] if k else "?", int(count), float(total), float(longest), 0.0,
                              int(k["flops"]) if k else 0, int(k["bytes"]) if k else 0,
@@ -117,8 +118,6 @@ def line_times(capture, model: bool = False, kernels: list[KernelTime] | None = 
     """Measured time per source line, longest first. ``model=False``: the cell lines each kernel
     came from; ``model=True``: the model's own lines (innermost outside torch: a cell line for a
     model written in the notebook, a line of the user's module or of a library otherwise)."""
-    from xla_lab.capture.frames import fmt_line
-
     kernels = kernel_times(capture) if kernels is None else kernels
     table: dict[tuple, LineTime] = {}
     for k in kernels:
@@ -131,7 +130,7 @@ def line_times(capture, model: bool = False, kernels: list[KernelTime] | None = 
             if ln is None:
                 key, label, code, extra = (), NO_LINE, None, {}
             else:
-                key, label, code = _line_key(ln), fmt_line(ln), ln.get("code")
+                key, label, code = _line_key(ln), ref_text(ln), ln.get("code")
                 extra = {"file": ln.get("file"), "cell": ln.get("cell"), "line": ln["line"]}
             row = table.setdefault(key, LineTime(key, label, code, 0.0, 0.0, [], **extra))
             row.total_ns += part

@@ -12,6 +12,8 @@ import socket
 import time
 from pathlib import Path
 
+from xla_lab.capture.source_ref import ref_text
+
 
 def chrome_trace(capture) -> dict:
     """The trace-event JSON of a profiled capture: one thread per profiler lane, one complete event
@@ -20,9 +22,8 @@ def chrome_trace(capture) -> dict:
     lines_of = {}
     for step in capture.steps:
         for k in step.fusions or []:
-            cell = [f"[{ln.get('cell')}] line {ln['line']}" if ln.get("cell") is not None else f"line {ln['line']}"
-                    for ln in k.get("lines", [])[:4]]
-            model = [f"{Path(ln['file']).name}:{ln['line']}" for ln in k.get("model_lines", [])[:4] if ln.get("file")]
+            cell = [ref_text(ln) for ln in k.get("lines", [])[:4]]
+            model = [ref_text(ln) for ln in k.get("model_lines", [])[:4] if ln.get("file") and ln.get("cell") is None]
             lines_of.setdefault(k["name"], {"kind": k.get("kind"), "lines": ", ".join(cell + model),
                                             "aten": ", ".join(k.get("aten_ops", [])[:6])})
     lanes: dict[str, int] = {}

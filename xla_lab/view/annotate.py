@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from xla_lab.capture.records import CellCapture, StepRecord
+from xla_lab.capture.source_ref import ref_text
 
 from .details import file_lines, fmt_count, main_step
 
@@ -40,8 +41,7 @@ def annotate(target: CellCapture | StepRecord) -> str:
         return "no compiled graph with a fusion map in this capture"
     out = []
     for ln, kernels in line_kernels(step):
-        where = f"[{ln['cell']}] line {ln['line']}" if ln.get("cell") is not None else f"line {ln['line']}"
-        out.append(f"{where}: {ln.get('code') or ''}")
+        out.append(f"{ref_text(ln)}: {ln.get('code') or ''}")
         for k in sorted(kernels, key=lambda k: (-k["flops"], k["name"])):
             inferred = " (via data flow)" if k.get("lines_inferred") else ""
             ops = ", ".join(op.removeprefix("aten::") for op in k["aten_ops"])
@@ -49,7 +49,7 @@ def annotate(target: CellCapture | StepRecord) -> str:
     for file, rows in file_line_kernels(step).items():
         out.append(f"{file}:")
         for ln, kernels in rows:
-            out.append(f"  line {ln['line']} ({ln.get('function') or '?'}): {ln.get('code') or ''}")
+            out.append(f"  {ref_text(ln)} ({ln.get('function') or '?'}): {ln.get('code') or ''}")
             for k in sorted(kernels, key=lambda k: (-k["flops"], k["name"])):
                 ops = ", ".join(op.removeprefix("aten::") for op in k["aten_ops"])
                 out.append(f"    {k['name']:<28} {k['kind']:<10} {fmt_count(k['flops'], 'FLOP'):>12}  {ops}")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xla_lab.capture.frames import fmt_line
 from xla_lab.capture.ranks import divergences, rank_total_s, stragglers
 from xla_lab.capture.records import CellCapture
+from xla_lab.capture.source_ref import ref_text
 
 
 @dataclass
@@ -38,7 +38,7 @@ def rank_rows(c: CellCapture) -> list[RankRow]:
         rows.append(RankRow(r.launch, r.rank, r.device or "?", len(r.steps), len(compiled),
                             sum(s.timings.get("compile_s") or 0.0 for s in compiled), total,
                             total / len(r.steps) if r.steps else None, r.status,
-                            fmt_line(first) if first else ""))
+                            ref_text(first) if first else ""))
     return rows
 
 
@@ -71,7 +71,8 @@ def headline_part(c: CellCapture) -> str | None:
 
 
 def rank_lines(c: CellCapture) -> list[str]:
-    """The ranks as text lines (the terminal summary, the HTML report)."""
+    """The ranks as text lines (the terminal summary, the HTML report), without what needs attention
+    (``attention``: the report's warnings list it)."""
     if not c.ranks:
         return []
     out = []
@@ -85,6 +86,5 @@ def rank_lines(c: CellCapture) -> list[str]:
         mean = "-" if row.mean_step_s is None else f"{row.mean_step_s:.3f} s"
         out.append(f"  {row.rank:<6}{row.device:<8}{row.steps:>6}{row.compiled:>9}{row.compile_s:>8.3f} s"
                    f"{row.step_s:>8.3f} s{mean:>10}  {row.status:<8}{row.line}")
-    out += [f"! {line}" for line in attention(c)]
-    return out
+    return out  # (what needs attention is in the report's warnings: ``attention``)
 

@@ -4,6 +4,8 @@ and static HTML views all use these lines."""
 
 from __future__ import annotations
 
+from xla_lab.capture.source_ref import ref_text
+
 from .details import fmt_bytes
 
 MAX_PICTURES = 4
@@ -12,8 +14,7 @@ MAX_PICTURES = 4
 def _where(entry: dict) -> str:
     lines = entry.get("lines") or []
     if lines:
-        shown = ", ".join(f"[{ln['cell']}] line {ln['line']}" if ln.get("cell") is not None else f"line {ln['line']}"
-                          for ln in lines[:3])
+        shown = ", ".join(ref_text(ln) for ln in lines[:3])
         code = lines[0].get("code")
         via = " (via data flow)" if entry.get("lines_inferred") else ""
         return f"{shown}{via}" + (f": {code}" if code else "")
