@@ -224,7 +224,7 @@ def main() -> int:
     import xla_lab
     from xla_lab import session as session_mod
     from xla_lab.view.static_html import report_html
-    from xla_lab.view.summary import to_text
+    from xla_lab.view.report import to_text
 
     assert ip.run_cell(SETUP).success
     session = session_mod.current()

@@ -85,7 +85,7 @@ def run_mode(mode: str, args, cells) -> dict:
                 result["unexpected"].append(f"run {i} ({kind}): expected {expect[0].__name__}, got {ex.ename}")
             if xla and i % 50 == 0:  # the views of a capture that may hold evicted graphs
                 # (assigned, not a cell's value: IPython would keep each page in Out)
-                view = k.run("import xla_lab as _x\nfrom xla_lab.view.summary import to_text as _t\n"
+                view = k.run("import xla_lab as _x\nfrom xla_lab.view.report import to_text as _t\n"
                              "from xla_lab.view.static_html import report_html as _r\n"
                              "_v = (_t(_x.last()), _r([_x.last()]))\ndel _v", ok=False)
                 if view.status != "ok":

@@ -106,7 +106,7 @@ def test_fuzzed_captures_load_or_fail_with_a_clear_error(train_capture):
     from xla_lab.profile import breakdown
     from xla_lab.view.panel_model import panel_model
     from xla_lab.view.static_html import capture_html, report_html
-    from xla_lab.view.summary import to_html, to_text
+    from xla_lab.view.report import to_html, to_text
 
     base = json.dumps(train_capture.to_dict())
     count = sum(1 for _ in _paths(json.loads(base)))
@@ -165,7 +165,7 @@ def test_long_names_and_many_notes_are_clipped_in_every_view(train_capture):
     """An untrusted notebook's capture with a 600,000-character name and 20,000 notes renders pages
     of bounded size, saying what was left out."""
     from xla_lab.view.static_html import capture_html
-    from xla_lab.view.summary import to_html, to_text
+    from xla_lab.view.report import to_html, to_text
 
     data = train_capture.to_dict()
     data["graph_name"] = "n" * 600_000

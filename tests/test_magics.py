@@ -10,7 +10,7 @@ from IPython.utils.capture import capture_output
 
 import xla_lab
 from xla_lab.magics import XlaMagics
-from xla_lab.view.summary import SummaryView, to_html, to_rich, to_text
+from xla_lab.view.report import Report, to_html, to_rich, to_text
 
 
 def test_cell_magic_documents_its_options():
@@ -53,7 +53,7 @@ def test_rich_rendering(ip):
     from rich.console import Console
 
     console = Console(record=True, width=160)
-    console.print(SummaryView(xla_lab.last()))
+    console.print(Report(xla_lab.last()))
     text = console.export_text()
     assert "xla_lab cell" in text and ".item()" in text
     assert to_rich(xla_lab.last()) is not None

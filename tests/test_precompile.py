@@ -135,7 +135,7 @@ def test_job_leaves_user_state_identical_and_the_real_step_compiles_nothing(ip, 
         assert step.hlo_after and step.fusions  # the job's HLO is shown for the real step
     assert sum(j.used for j in queue.jobs) == 2
     assert queue.saved_s == pytest.approx(steady.steps[0].saved_s + tail.steps[0].saved_s)
-    from xla_lab.view.summary import to_text
+    from xla_lab.view.report import to_text
 
     assert "1 precompiled (saved" in to_text(steady)
 

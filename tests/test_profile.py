@@ -5,6 +5,7 @@ exports open, damaged profiles are refused cleanly."""
 from __future__ import annotations
 
 import json
+import re
 import random
 
 import pytest
@@ -131,10 +132,10 @@ def test_a_slow_line_ranks_first(slow_profiled):
     top = breakdown.kernel_times(capture)[0]
     assert any(ln["line"] == 4 for ln in top.lines) and top.bound in ("compute", "memory")
     assert top.flops_per_s and top.roof_share and 0 < top.roof_share < 5
-    from xla_lab.view.summary import profile_lines
+    from xla_lab.view.report import Report, profile_lines
 
-    text = "\n".join(profile_lines(capture))
-    assert "line [" in text and "prof_big @ prof_big" in text
+    text = "\n".join(profile_lines(Report(capture)))
+    assert re.search(r"\[\d+\]:4: ", text) and "prof_big @ prof_big" in text, text
 
 
 def test_unprofiled_cells_have_no_profile_and_profile_on_profiles_every_cell(ip, xla_cell, profiled):
@@ -158,7 +159,7 @@ def test_a_long_loop_is_profiled_for_its_first_steps_only(ip, xla_cell, profiled
     assert [row["step"] for row in capture.profile["steps"]] == list(range(20))
     assert {k.count for k in breakdown.kernel_times(capture)} == {20}  # every kernel, once per recorded step
     assert any("profiled the first 20 of the cell's 26 steps" in n for n in capture.notes)
-    from xla_lab.view.summary import measured_totals
+    from xla_lab.view.report import measured_totals
 
     assert "first 20 of the cell's 26 steps" in measured_totals(capture)
     # the step that closed the window waited for the device and ended the session inside the sync

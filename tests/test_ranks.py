@@ -11,7 +11,7 @@ from xla_lab.capture.ranks import divergences, read_launch, stragglers
 from xla_lab.capture.records import CellCapture
 from xla_lab.capture.store import ArtifactStore
 from xla_lab.view.panel_model import panel_model
-from xla_lab.view.summary import to_html, to_text
+from xla_lab.view.report import to_html, to_text
 
 CELL = "/tmp/ipykernel_1/cell3.py"
 
@@ -111,7 +111,7 @@ def test_ranks_travel_in_the_capture_json_and_every_view_shows_them(tmp_path):
     assert "! step 0 at [3]:6: rank 1 ran a different graph from rank 0's (rank 2 hit the cache" in text
     from rich.console import Console
 
-    from xla_lab.view.summary import to_rich
+    from xla_lab.view.report import to_rich
 
     terminal = Console(width=300, record=True, color_system=None)
     terminal.print(to_rich(c))

@@ -570,7 +570,7 @@ def test_artifact_store_is_an_lru_with_a_cap(ip, probe, xla_cell, fresh_dim):
         assert not new.artifacts.evicted and new.hlo_before.startswith("HloModule")
         # Captures that ran an evicted graph still render, and say so.
         from xla_lab.view.static_html import report_html
-        from xla_lab.view.summary import to_text
+        from xla_lab.view.report import to_text
 
         from xla_lab.view.panel_model import panel_model
 
@@ -606,7 +606,7 @@ def test_store_forgets_the_oldest_stubs_beyond_its_bound(ip, probe, xla_cell, fr
         assert store.get(hashes[-2]).evicted and not store.get(hashes[-1]).evicted
         # A capture whose graph's stub is gone still renders, and its HLO says the graph was evicted.
         from xla_lab.capture.store import EVICTED
-        from xla_lab.view.summary import to_text
+        from xla_lab.view.report import to_text
 
         oldest = xla_lab.history()[-14]
         assert oldest.steps[-1].graph_hash == hashes[0] and oldest.steps[-1].hlo_before == EVICTED

@@ -92,7 +92,7 @@ SPMD_VIEWS = '''
     }
     out = {}
     import xla_lab
-    from xla_lab.view.summary import to_text
+    from xla_lab.view.report import to_text
     for name, (mesh, weights, batch) in cases.items():
         assert ip.run_cell(f"model, opt, x, y = setup({mesh}, {weights}, {batch})").success
         body = ("for i in range(2):\\n    opt.zero_grad()\\n    loss = torch.nn.functional.mse_loss(model(x), y)\\n"

@@ -15,7 +15,8 @@ from xla_lab import session as session_mod
 from xla_lab.interrupts import HeldInterrupts
 from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
 from xla_lab.view.saved_output import SAVE_CHOICES
-from xla_lab.view.summary import SummaryView
+from xla_lab.capture.prompts import PROMPTS
+from xla_lab.view.report import MAX_ROWS, Report
 
 LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save", "profile")
 QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")
@@ -94,7 +95,7 @@ class XlaMagics(Magics):
             if args.quiet:
                 _tell_side_panel(self.shell, run.capture)
             else:
-                _show(self.shell, SummaryView(run.capture), save=args.save or session.save)
+                _show(self.shell, _report(session, run.capture), save=args.save or session.save)
         if held.interrupted and error is None:
             error = KeyboardInterrupt("interrupted after the cell's code had run (the capture is recorded)")
         if error is not None:
@@ -120,7 +121,7 @@ class XlaMagics(Magics):
             if not session.history:
                 print("xla_lab: no %%xla cell has run yet.")
                 return None
-            _show(self.shell, SummaryView(_history_entry(session, command[1:]), max_rows=None), save=session.save)
+            _show(self.shell, _report(session, _history_entry(session, command[1:]), max_rows=None), save=session.save)
         elif verb == "queue":
             return self._queue(session, command[1:])
         elif verb == "report":
@@ -178,7 +179,7 @@ class XlaMagics(Magics):
             raise UsageError("usage: %xla report FILE.html")
         from xla_lab.view.static_html import report_html
 
-        page = report_html(list(session.history))
+        page = report_html(list(session.history), prompts=PROMPTS)
         try:
             with open(words[0], "w", encoding="utf-8") as f:
                 f.write(page)
@@ -275,7 +276,17 @@ def _progress(session):
     return start
 
 
+def _report(session, capture, max_rows: int | None = MAX_ROWS) -> Report:
+    """The one report of a display: the capture, the history before it (the report keeps the earlier
+    runs of the capture's cell) and the notebook's prompts now."""
+    history = list(session.history)
+    before = history[:next((i for i, c in enumerate(history) if c is capture), len(history))]
+    return Report(capture, before, PROMPTS, max_rows)
+
+
 def _show(shell, view, save: str = "full") -> None:
+    """A view in a terminal (rich) or a notebook, where a capture's report becomes its panel (the same
+    text/plain, more in HTML)."""
     if _is_terminal(shell):
         from rich.console import Console
 
@@ -283,17 +294,10 @@ def _show(shell, view, save: str = "full") -> None:
         return
     from IPython.display import display
 
-    if isinstance(view, SummaryView):  # notebooks get the panel (same text/plain, more in HTML)
+    if isinstance(view, Report):
         from xla_lab.view.panel import panel_for
 
-        s = session_mod.current()
-        earlier = []
-        for c in (s.history if s else []):
-            if c is view.capture:
-                break
-            if c.cell_id == view.capture.cell_id:
-                earlier.append(c)
-        view = panel_for(view.capture, earlier, view.max_rows, save)
+        view = panel_for(view.capture, view.earlier, view.max_rows, save, view.prompts)
     display(view)
 
 
@@ -305,7 +309,7 @@ def _tell_side_panel(shell, capture) -> None:
     from xla_lab.view.panel import quiet_message
 
     try:
-        _send_to_side_panel(quiet_message(capture))
+        _send_to_side_panel(quiet_message(capture, PROMPTS))
     except Exception as exc:  # the side panel misses one run; the cell and its capture are fine
         print(f"xla_lab: could not send the quiet cell's capture to the side panel: {exc}", file=sys.stderr)
 
@@ -321,7 +325,7 @@ def send_full_capture(cell_id: str, execution_count: int | None, started_at: flo
     if found is None:
         raise LookupError(f"xla_lab no longer keeps the capture of cell [{execution_count}] (XLA_LAB_MAX_HISTORY, "
                           "%xla clear, or a restarted kernel): run the cell again to see its graphs")
-    _send_to_side_panel(full_message(found))
+    _send_to_side_panel(full_message(found, PROMPTS))
 
 
 def _send_to_side_panel(data: dict) -> None:

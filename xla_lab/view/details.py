@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Callable
 
-from xla_lab.capture.frames import current_line, fmt_line
+from xla_lab.capture.source_ref import ref_text
 from xla_lab.capture.records import CellCapture, StepRecord
 
 
@@ -50,7 +51,7 @@ def fmt_bytes(n: float) -> str:
 
 
 def fmt_lines(lines: list[dict], limit: int = 4) -> str:
-    out = [fmt_line(ln) for ln in lines[:limit]]
+    out = [ref_text(ln) for ln in lines[:limit]]
     if len(lines) > limit:
         out.append(f"+{len(lines) - limit}")
     return " ".join(out)
@@ -68,7 +69,7 @@ def kernel_lines_text(kernel: dict, limit: int = 2) -> str:
     inside = file_lines(kernel)
     if inside:
         more = f", +{len(inside) - limit}" if len(inside) > limit else ""
-        inner = ", ".join(fmt_line(ln) for ln in inside[:limit]) + more
+        inner = ", ".join(ref_text(ln) for ln in inside[:limit]) + more
         text = f"{text} ({inner})" if text else inner
     return text or ", ".join(kernel["sources"][:2])
 
@@ -87,13 +88,20 @@ def recompile_lines(c: CellCapture) -> list[str]:
             if s.cache == "miss" and s.recompile_reason]
 
 
-def kernel_rows(step: StepRecord, top: int | None = 6, capture: CellCapture | None = None) -> list[KernelRow]:
-    """The heaviest kernels of the step's graph; with ``capture``, their lines as that run names them."""
+Shown = Callable[[dict, StepRecord], dict]  # a recorded line as the run shown names it (report.Report.shown)
+
+
+def _as_recorded(ln: dict, step: StepRecord) -> dict:
+    return ln
+
+
+def kernel_rows(step: StepRecord, top: int | None = 6, shown: Shown = _as_recorded) -> list[KernelRow]:
+    """The heaviest kernels of the step's graph, their lines as ``shown`` names them."""
     kernels = sorted(step.fusions or [], key=lambda k: (-k["flops"], -k["bytes"], k["name"]))
     rows = []
     for k in kernels[:top]:
-        if capture is not None:
-            k = {**k, "lines": [shown_line(ln, step, capture) for ln in k["lines"]]}
+        k = {**k, "lines": [shown(ln, step) for ln in k["lines"]],
+             "model_lines": [shown(ln, step) for ln in k.get("model_lines") or []]}
         ops = ", ".join(op.removeprefix("aten::") for op in k["aten_ops"][:4])
         if len(k["aten_ops"]) > 4:
             ops += f" +{len(k['aten_ops']) - 4}"
@@ -102,15 +110,7 @@ def kernel_rows(step: StepRecord, top: int | None = 6, capture: CellCapture | No
     return rows
 
 
-def shown_line(ln: dict | None, step: StepRecord, capture: CellCapture | None) -> dict | None:
-    """A line a step's graph recorded, as ``capture`` (the run being shown) names it now."""
-    if not ln or capture is None:
-        return ln
-    compiled_in = step.artifacts.compiled_in if step.artifacts else None
-    return current_line(ln, capture.execution_count, capture.source, compiled_in)
-
-
-def memory_line(step: StepRecord, capture: CellCapture | None = None) -> str | None:
+def memory_line(step: StepRecord, shown: Shown = _as_recorded) -> str | None:
     m = step.memory
     if not m or "peak_bytes" not in m:
         return None
@@ -118,8 +118,8 @@ def memory_line(step: StepRecord, capture: CellCapture | None = None) -> str | N
             f"outputs {fmt_bytes(m.get('output_bytes', 0))} | temporaries {fmt_bytes(m.get('temp_bytes', 0))}")
     largest = (m.get("largest") or [None])[0]
     if largest:
-        src = shown_line(largest.get("source"), step, capture)
-        where = f", {fmt_line(src)}" if src else ""
+        src = shown(largest["source"], step) if largest.get("source") else None
+        where = f", {ref_text(src)}" if src else ""
         what = largest.get("instruction") or "no single instruction"
         text += f" | largest {fmt_bytes(largest['bytes'])} {largest['kind']} ({what}{where})"
     return text

@@ -40,10 +40,10 @@ import traitlets
 from xla_lab.capture.records import CellCapture
 from xla_lab.runtime import env_count
 
-from .panel_model import MIME, SCHEMA, WIDGET_MIME, panel_model, summary
+from . import static_html
+from .panel_model import MIME, SCHEMA, WIDGET_MIME, of_report, summary
+from .report import MAX_ROWS, Report
 from .saved_output import SUMMARY_MIME, packed_payload
-from .static_html import capture_html
-from .summary import MAX_ROWS, to_text
 
 STATIC = Path(__file__).parent / "static"
 PANEL_JS = STATIC / "panel.js"
@@ -67,39 +67,39 @@ export default { render };
 """ % repr(BUILD_HINT)
 
 
-def _bundle(capture: CellCapture | None, runs, max_rows: int | None, model: dict | None = None,
-            save: str = "full") -> dict:
-    """What the notebook keeps (``saved_output.py``): the packed panel model beside text and HTML, or
-    with ``save="summary"`` the text and an HTML summary without HLO excerpts."""
-    if capture is None:
+def _bundle(report: Report | None, model: dict | None = None, save: str = "full") -> dict:
+    """What the notebook keeps (``saved_output.py``), all lowered from one report: the packed panel
+    model beside text and HTML, or with ``save="summary"`` the text and an HTML summary without HLO
+    excerpts."""
+    if report is None:
         return {"text/plain": "xla_lab panel (no capture yet)",
                 "text/html": "<div>xla_lab panel (no capture yet)</div>"}
-    bundle = {"text/plain": to_text(capture, max_rows)}
+    bundle = {"text/plain": report.text()}
     if save == "summary":  # (the marker lets the extension draw the HTML for a reopened widget output)
         bundle[SUMMARY_MIME] = {"saved": "summary"}
-        bundle["text/html"] = capture_html(capture, max_rows=max_rows, graphs="none")
+        bundle["text/html"] = static_html.of_report(report, graphs="none")
     else:
-        bundle[MIME] = packed_payload(model or panel_model(capture, runs))
-        bundle["text/html"] = capture_html(capture, max_rows=max_rows)
+        bundle[MIME] = packed_payload(model or of_report(report))
+        bundle["text/html"] = static_html.of_report(report)
     return bundle
 
 
 QUIET_MIME = "application/vnd.xla-lab.quiet-capture+json"
 
 
-def quiet_message(capture: CellCapture) -> dict:
+def quiet_message(capture: CellCapture, prompts=None) -> dict:
     """What a ``%%xla -q`` cell sends JupyterLab's side panel, under a MIME type of its own: its steps and
     summary (a few KB, marked ``partial``), as an update of a display id no output has, so the notebook
     shows and saves nothing (front ends apply updates to existing displays only) while the side panel,
     which reads every message of the kernel, lists the run. Graphs and HLO (0.6 s to build and pack for
     a 12-layer model) are sent only when a step of it is opened (``full_message``)."""
     return {QUIET_MIME: {"schema": SCHEMA, "partial": True, "capture": capture.to_dict(artifacts=False),
-                         "summary": summary(capture), "main_graph": None, "graphs": {}}}
+                         "summary": summary(Report(capture, prompts=prompts)), "main_graph": None, "graphs": {}}}
 
 
-def full_message(capture: CellCapture) -> dict:
+def full_message(capture: CellCapture, prompts=None) -> dict:
     """A quiet run's whole model, packed, for the side panel that asked for it (magics.send_full_capture)."""
-    return {QUIET_MIME: packed_payload(panel_model(capture))}
+    return {QUIET_MIME: packed_payload(of_report(Report(capture, prompts=prompts)))}
 
 
 class XlaPanel(anywidget.AnyWidget):
@@ -116,13 +116,15 @@ class XlaPanel(anywidget.AnyWidget):
     has_capture = traitlets.Bool(False).tag(sync=True)
 
     def __init__(self, capture: CellCapture | None = None, runs=(), *, max_rows: int | None = MAX_ROWS,
-                 save: str = "full", **kwargs):
+                 save: str = "full", prompts=None, **kwargs):
         self._capture = None if capture is None else weakref.ref(capture)
         self._runs = [weakref.ref(r) for r in runs]
         self._max_rows = max_rows
         self._save = save  # what the saved output keeps: "full" | "summary" (saved_output.py)
-        # the model sent when the comm opens and shown in the output bundle, then let go
-        self._unsent = kwargs.pop("model", None) or (panel_model(capture, list(runs)) if capture is not None else None)
+        self._prompts = prompts
+        # the report and model sent when the comm opens and shown in the output bundle, then let go
+        self._report = None if capture is None else Report(capture, runs, prompts, max_rows)
+        self._unsent = kwargs.pop("model", None) or (of_report(self._report) if capture is not None else None)
         kwargs.setdefault("progress", {"state": "done" if capture is not None else "idle", "what": "",
                                        "elapsed_s": 0.0, "expected_s": None, "step": None})
         super().__init__(has_capture=capture is not None, **kwargs)
@@ -151,7 +153,7 @@ class XlaPanel(anywidget.AnyWidget):
         from IPython.display import display
 
         display(self._repr_mimebundle_(), raw=True)
-        self._unsent = None  # the browser and the output have it now
+        self._unsent = self._report = None  # the browser and the output have them now
         if self._capture is not None:
             _LIVE.shown(self)
         global _VIZ_PUSHED
@@ -164,14 +166,22 @@ class XlaPanel(anywidget.AnyWidget):
         """The capture shown, while the history keeps it."""
         return None if self._capture is None else self._capture()
 
+    def report(self) -> Report | None:
+        """The report shown (rebuilt from the capture once let go); None once the capture is gone."""
+        if self._report is not None:
+            return self._report
+        capture = self.capture
+        if capture is None:
+            return None
+        return Report(capture, [r for r in (ref() for ref in self._runs) if r is not None], self._prompts,
+                      self._max_rows)
+
     def panel_model(self) -> dict | None:
         """The model shown (rebuilt from the capture once let go); None once the capture is gone."""
         if self._unsent is not None:
             return self._unsent
-        capture = self.capture
-        if capture is None:
-            return None
-        return panel_model(capture, [r for r in (ref() for ref in self._runs) if r is not None])
+        report = self.report()
+        return None if report is None else of_report(report)
 
     def _on_custom_msg(self, widget, content, buffers) -> None:
         kind = content.get("kind") if isinstance(content, dict) else None
@@ -195,7 +205,7 @@ class XlaPanel(anywidget.AnyWidget):
         if self._capture is not None and capture is None:
             text = "xla_lab panel (capture no longer kept by the kernel)"
             return {"text/plain": text, "text/html": f"<div>{text}</div>"}
-        data = _bundle(capture, (), self._max_rows, self.panel_model(), self._save)
+        data = _bundle(self.report(), self.panel_model(), self._save)
         if self.comm is not None:  # closed widgets have no view
             data[WIDGET_MIME] = {"version_major": 2, "version_minor": 1, "model_id": self.model_id}
         return data
@@ -206,7 +216,7 @@ class XlaPanel(anywidget.AnyWidget):
             return "XlaPanel(no capture)"
         if capture is None:
             return "XlaPanel(capture no longer kept by the kernel)"
-        return to_text(capture, self._max_rows)
+        return self.report().text()
 
 
 class LivePanels:
@@ -248,22 +258,21 @@ def viz_message() -> tuple[dict, list[bytes]]:
 class StaticPanel:
     """The panel's output bundle without the widget (front end not built, or asked for)."""
 
-    def __init__(self, capture: CellCapture, runs=(), max_rows: int | None = MAX_ROWS, save: str = "full"):
-        self.capture = capture
-        self.runs = list(runs)
-        self.max_rows = max_rows
+    def __init__(self, capture: CellCapture, runs=(), max_rows: int | None = MAX_ROWS, save: str = "full",
+                 prompts=None):
+        self.report = Report(capture, runs, prompts, max_rows)
         self.save = save
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        return _bundle(self.capture, self.runs, self.max_rows, save=self.save)
+        return _bundle(self.report, save=self.save)
 
     def __repr__(self) -> str:
-        return to_text(self.capture, self.max_rows)
+        return self.report.text()
 
 
-def panel_for(capture: CellCapture, runs=(), max_rows: int | None = MAX_ROWS, save: str = "full"):
+def panel_for(capture: CellCapture, runs=(), max_rows: int | None = MAX_ROWS, save: str = "full", prompts=None):
     """What ``%%xla`` displays in a notebook: the widget when its front end is built, else the static
     bundle (same text/plain, text/html and capture payload)."""
     if FRONTEND_BUILT:
-        return XlaPanel(capture, runs, max_rows=max_rows, save=save)
-    return StaticPanel(capture, runs, max_rows, save)
+        return XlaPanel(capture, runs, max_rows=max_rows, save=save, prompts=prompts)
+    return StaticPanel(capture, runs, max_rows, save, prompts)

@@ -19,99 +19,91 @@ steps that ran it) and ``kernel_share`` (share of non-input nodes mapped to a ke
 
 from __future__ import annotations
 
-from collections import Counter
 
-from xla_lab.capture.frames import current_line
 from xla_lab.capture.ir_graph import parse_ir_text
 from xla_lab.capture.records import CellCapture, GraphArtifacts
+from xla_lab.capture.source_ref import shown_ref
 
 from .annotate import file_line_kernels, line_kernels
-from .details import fmt_bytes, kernel_lines_text, main_step
-from .ranks import attention, rank_rows
-from .summary import notes
+from .details import file_lines, main_step
+from .ranks import rank_rows
+from .report import Report
 
 SCHEMA = "xla_lab.panel/1"
 MIME = "application/vnd.xla-lab.capture+json"  # the panel model in an output (the JupyterLab extension renders it)
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"  # a widget's view in an output
 
 
-def panel_model(capture: CellCapture, runs: list[CellCapture] | tuple = ()) -> dict:
+def panel_model(capture: CellCapture, runs: list[CellCapture] | tuple = (), prompts=None) -> dict:
     """``runs``: earlier captures of the same cell (same ``cell_id``), oldest first; captures of other
-    cells and ``capture`` itself are ignored if present."""
-    earlier = [r for r in runs if r is not capture and r.cell_id == capture.cell_id]
+    cells and ``capture`` itself are ignored if present; ``prompts``: see ``Report``."""
+    return of_report(Report(capture, runs, prompts))
+
+
+def of_report(report: Report) -> dict:
+    """The panel's JSON of a report: its step rows and warnings as every renderer shows them."""
+    capture = report.capture
     arts = capture.artifacts()
-    step = main_step(capture)
+    step = report.main
     main = step.graph_hash if step is not None and step.graph_hash in arts else None
     data = capture.to_dict()
-    _current_lines(data, capture)
+    _current_lines(data, report)
     return {
         "schema": SCHEMA,
         "capture": data,
-        "summary": summary(capture),
+        "summary": summary(report),
         "main_graph": main,
-        "graphs": {h: graph_model(a, [s.index for s in capture.steps if s.graph_hash == h], capture)
+        "graphs": {h: graph_model(a, [s.index for s in capture.steps if s.graph_hash == h], report)
                    for h, a in arts.items()},
         "source_lines": source_lines(capture),
         "model_files": model_files(capture),
-        "runs": [run_model(r) for r in earlier + [capture]],
+        "runs": [run_model(r) for r in report.earlier + [capture]],
         # added to the contract: measured time (%%xla --profile), None when the cell was not profiled
-        "profile": profile_model(capture, earlier),
+        "profile": profile_model(report),
     }
 
 
 # --- summary ------------------------------------------------------------------------------------
-def summary(c: CellCapture) -> dict:
+def summary(report: Report) -> dict:
+    c = report.capture
     return {
         "steps": len(c.steps), "compiles": c.compiles, "cache_hits": c.cache_hits, "precompiled": c.precompiled,
         "trace_s": c.total("trace_s"), "compile_s": c.total("compile_s"), "execute_s": c.total("execute_s"),
         "transfer_s": c.total("to_device_s") + c.total("from_device_s") + sum(c.outside_steps.values()),
         "recompiles": [{"step": s.index, "reason": s.recompile_reason} for s in c.steps
                        if s.cache == "miss" and s.recompile_reason],
-        "warnings": warnings(c),
+        # added to the contract: the step table's rows (folded as every renderer shows them) and the
+        # one list of warnings (view/report.py)
+        "rows": [r.to_dict() for r in report.rows],
+        "warnings": list(report.warnings),
         # added to the contract: the ranks of the cell's multi-process launches (view/ranks.py), [] if none
         "ranks": [r.to_dict() for r in rank_rows(c)],
     }
 
 
-def warnings(c: CellCapture) -> list[str]:
-    """Ranks that diverged, failed or straggled, CPU-fallback ops, mid-step (implicit) syncs, huge
-    baked constants, then the capture's notes."""
-    out = attention(c)
-    implicit = [s for s in c.steps if s.sync_cause.startswith("implicit")]
-    by_site = Counter((s.sync_line, s.sync_code, s.sync_cause) for s in implicit)
-    for (line, code, cause), n in by_site.items():
-        where = f"line {line}" + (f" ({code})" if code else "") if line is not None else "outside the cell's lines"
-        times = f" {n} times" if n > 1 else ""
-        out.append(f"mid-step sync{times} at {where}: {cause.removeprefix('implicit: ')}; each one cuts the "
-                   "graph there and waits for the device (move value reads after torch_xla.sync())")
-    for art in c.artifacts().values():
-        for const in art.large_constants or []:
-            where = f" at {const['where']}" if const.get("where") else ""
-            out.append(f"graph {art.graph_name or art.graph_hash[:12]} bakes a {fmt_bytes(const['bytes'])} constant "
-                       f"{const['shape']}{where} into the HLO: it is compiled into the executable and any change "
-                       "recompiles; pass it as a device tensor instead")
-    out.extend(notes(c))  # CPU fallbacks, the cell's error, capture notes
-    return out
-
-
 # --- graphs -------------------------------------------------------------------------------------
-def _current_lines(data: dict, c: CellCapture) -> None:
-    """In the capture's copy: kernel lines as the notebook names them now (capture/frames.py
-    current_line): the run that compiled a graph as this run, other cells by their newest prompt."""
+def _current_lines(data: dict, report: Report) -> None:
+    """In the capture's copy: kernel lines and buffer sources as the report names them (the run that
+    compiled a graph as this run, other cells by their newest prompt)."""
     for art in (data.get("artifacts") or {}).values():
         compiled_in = art.get("compiled_in")
+
+        def shown(ln: dict) -> dict:
+            c = report.capture
+            return shown_ref(ln, c.execution_count, c.source, compiled_in, report.prompts)
+
         for k in art.get("fusions") or []:
             for key in ("lines", "model_lines"):
                 if k.get(key):
-                    k[key] = [current_line(ln, c.execution_count, c.source, compiled_in) for ln in k[key]]
+                    k[key] = [shown(ln) for ln in k[key]]
         for buffer in (art.get("memory") or {}).get("largest") or []:
             if isinstance(buffer, dict) and isinstance(buffer.get("source"), dict):
-                buffer["source"] = current_line(buffer["source"], c.execution_count, c.source, compiled_in)
+                buffer["source"] = shown(buffer["source"])
 
 
-def graph_model(art: GraphArtifacts, steps: list[int] | None = None, capture: CellCapture | None = None) -> dict:
+def graph_model(art: GraphArtifacts, steps: list[int] | None = None, report: Report | None = None) -> dict:
     """Nodes, edges and roots of one graph, each node with its kernel, scope and cell line (as the
-    ``capture`` being shown names it, when given)."""
+    ``report`` names it, when given)."""
     info = art.node_info if art.ir_source == "hlo-before" and art.node_info and "ids" in art.node_info else None
     at = {node_id: i for i, node_id in enumerate(info["ids"])} if info else {}
     nodes, edges, roots = [], [], []
@@ -124,8 +116,8 @@ def graph_model(art: GraphArtifacts, steps: list[int] | None = None, capture: Ce
                 scope = info["scopes"][info["scope"][i]]
             if info["line"][i] >= 0:
                 ln = info["lines"][info["line"][i]]
-                if capture is not None:
-                    ln = current_line(ln, capture.execution_count, capture.source, art.compiled_in)
+                if report is not None:
+                    ln = report.shown(ln, art)
                 cell, line, code = ln.get("cell"), ln.get("line"), ln.get("code")
         elif n.location:
             scope = n.location
@@ -204,30 +196,32 @@ def run_model(c: CellCapture) -> dict:
 MAX_PROFILE_ROWS = 300  # kernels / lines listed in the Profile tab (the rest are counted)
 
 
-def profile_model(c: CellCapture, earlier: list[CellCapture] | tuple = ()) -> dict | None:
+def profile_model(report: Report) -> dict | None:
     """The Profile tab: kernels by measured time beside their estimates and roofline reading, time
     per cell line, per model line and per aten op, the steps' device and host time, and the
     comparison with the latest earlier profiled run of the cell."""
+    c = report.capture
     if not c.profile:
         return None
     from xla_lab.profile import breakdown
 
-    kernels = breakdown.kernel_times(c)
+    kernels = report.profile_kernels
 
     def lines(model: bool) -> list[dict]:
         return [{"label": ln.label, "cell": ln.cell, "line": ln.line, "file": ln.file, "code": ln.code,
                  "total_ns": ln.total_ns, "share": ln.share, "kernels": [k for k, _ in ln.kernels[:6]]}
-                for ln in breakdown.line_times(c, model=model, kernels=kernels)[:MAX_PROFILE_ROWS]]
+                for ln in report.profile_lines(model=model)[:MAX_PROFILE_ROWS]]
 
-    before = next((r for r in reversed(list(earlier)) if r.profile), None)
+    before = next((r for r in reversed(report.earlier) if r.profile), None)
     steps = breakdown.step_rows(c)
     return {
         "peaks": c.profile.get("peaks"),
+        # each kernel's lines as source references (cell lines, then the model's lines in files)
         "kernels": [{"graph_hash": k.graph_hash, "name": k.name, "kind": k.kind, "count": k.count,
                      "total_ns": k.total_ns, "mean_ns": k.mean_ns, "longest_ns": k.longest_ns, "share": k.share,
                      "flops": k.flops, "bytes": k.bytes, "flops_per_s": k.flops_per_s, "bytes_per_s": k.bytes_per_s,
-                     "roof_share": k.roof_share, "bound": k.bound,
-                     "lines": kernel_lines_text({"lines": k.lines, "model_lines": k.model_lines, "sources": k.sources})}
+                     "roof_share": k.roof_share, "bound": k.bound, "lines": k.lines,
+                     "model_lines": file_lines({"model_lines": k.model_lines}), "sources": k.sources}
                     for k in kernels[:MAX_PROFILE_ROWS]],
         "kernels_more": max(0, len(kernels) - MAX_PROFILE_ROWS),
         "lines": lines(False),

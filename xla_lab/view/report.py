@@ -1,20 +1,27 @@
-"""The compact per-cell summary, as plain text, HTML and a ``rich`` renderable.
+"""One report per display: a capture as a person sees it, built once from (the capture, the earlier
+runs of its cell, the prompts the notebook shows now) and lowered to plain text, HTML and a ``rich``
+renderable here, to the panel's JSON in ``panel_model.py`` and to the static page in ``static_html.py``.
 
-``sections`` turns a capture into its sections, in order (headline, steps, recompile reasons,
-kernels, memory, SPMD, notes), holding plain strings; the three renderers only lower each section. User text (cell source lines, graph names) is escaped in HTML and never
-interpreted as markup by rich.
+Every renderer reads the same step rows (``StepRow``), the same ONE list of warnings, the same kernels
+with their lines as the run shown names them (``capture/source_ref.py``) and the same measured time
+(``kernel_times``, computed once). ``Report`` renders itself the way IPython's ``TimeitResult`` does:
+``text/plain`` and ``text/html`` in a notebook, ``__rich__`` in a terminal. User text (cell source
+lines, graph names) is escaped in HTML and never interpreted as markup by rich.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 from dataclasses import dataclass
+from collections import Counter
 
-from xla_lab.capture.frames import current_line, fmt_line
-from xla_lab.capture.records import CellCapture, StepRecord
+from xla_lab.capture.records import CellCapture, GraphArtifacts, StepRecord
+from xla_lab.capture.source_ref import Prompts, cell_ref, ref_text, ref_with_code, shown_ref
 
-from .details import KernelRow, clip, clip_list, kernel_lines_text, kernel_rows, main_step, memory_line, recompile_lines
-from .ranks import headline_part, rank_lines
+from .details import (KernelRow, clip, clip_list, fmt_bytes, kernel_lines_text, kernel_rows, main_step, memory_line,
+                      recompile_lines)
+from .ranks import attention, headline_part, rank_lines
 from .spmd import spmd_lines
 
 MAX_ROWS = 12
@@ -22,14 +29,33 @@ MAX_ROWS = 12
 
 @dataclass
 class StepRow:
+    """Consecutive steps with the same graph, cache state, cause and sync line, as one row."""
     steps: str  # "0" or "3-199 (197x)"
+    first: int
+    last: int
+    count: int
     cache: str
     cause: str
-    line: str
-    graph: str
+    ref: dict | None  # where the step synced (capture/source_ref.py), as the run shown names it
+    graph: str  # the graph's hash, 12 characters
     compile_s: float | None
     execute_s: float | None
     trace_s: float | None
+
+    @property
+    def where(self) -> str:
+        """``[5]:3: loss.item()``, or "" for a step that synced outside the cell's lines."""
+        if self.ref is None:
+            return ""
+        return ref_text(self.ref) + (f": {self.ref['code']}" if self.ref.get("code") else "")
+
+    @property
+    def text(self) -> str:
+        """The row in one line, as both languages write it (``stepRowText`` in extension/src/core/steps.ts)."""
+        return f"{self.steps} | {self.cache} | {self.cause}" + (f" @ {self.where}" if self.ref else "")
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "text": self.text}
 
 
 def _fmt_s(value: float | None) -> str:
@@ -61,36 +87,6 @@ def _group_key(s: StepRecord):
     return (s.graph_hash, s.cache, s.sync_cause, s.sync_line)
 
 
-def summary_rows(c: CellCapture) -> list[StepRow]:
-    """Consecutive steps with the same graph, cache state and sync site collapse into one row."""
-    groups: list[list[StepRecord]] = []
-    for s in c.steps:
-        if groups and _group_key(groups[-1][-1]) == _group_key(s):
-            groups[-1].append(s)
-        else:
-            groups.append([s])
-    rows = []
-    for g in groups:
-        first, last = g[0], g[-1]
-        label = str(first.index) if len(g) == 1 else f"{first.index}-{last.index} ({len(g)}x)"
-
-        def total(key: str, steps=g):
-            values = [s.timings.get(key) for s in steps]
-            known = [v for v in values if v is not None]
-            return sum(known) if known else None
-
-        # (the one format of a line reference: [5]:3, the cell's current prompt)
-        line = "" if first.sync_line is None else (
-            fmt_line(current_line({"cell": c.execution_count, "line": first.sync_line, "code": first.sync_code},
-                                  c.execution_count, c.source, None))
-            if c.execution_count is not None else f"line {first.sync_line}")
-        if first.sync_code:
-            line += f": {first.sync_code}"
-        rows.append(StepRow(label, first.cache, first.sync_cause, line, first.graph_hash[:12],
-                            total("compile_s"), total("execute_s"), total("trace_s")))
-    return rows
-
-
 def notes(c: CellCapture) -> list[str]:
     out = []
     if c.fallback_ops:
@@ -100,6 +96,133 @@ def notes(c: CellCapture) -> list[str]:
         out.append(f"the cell raised {c.error}")
     out.extend(c.notes)
     return out
+
+
+# --- the report -----------------------------------------------------------------------------------
+class Report:
+    """A capture as every renderer shows it. ``runs``: earlier captures of the same cell, oldest first
+    (others, and the capture itself, are ignored); ``prompts``: the notebook's prompts now
+    (``capture/prompts.py``), so lines name cells as they show now; None keeps them as recorded."""
+
+    def __init__(self, capture: CellCapture, runs=(), prompts: Prompts | None = None,
+                 max_rows: int | None = MAX_ROWS):
+        self.capture = capture
+        self.earlier = [r for r in runs if r is not capture and r.cell_id == capture.cell_id]
+        self.prompts = prompts
+        self.max_rows = max_rows
+        self.main = main_step(capture)
+        self.rows = self._step_rows()
+        self.warnings = self._warnings()
+
+    # lines as the run shown names them
+    def shown(self, ref: dict, step: StepRecord | GraphArtifacts | None = None) -> dict:
+        """A line recorded by a graph (of ``step``), as this report names it."""
+        art = step.artifacts if isinstance(step, StepRecord) else step
+        compiled_in = art.compiled_in if art is not None else None
+        c = self.capture
+        return shown_ref(ref, c.execution_count, c.source, compiled_in, self.prompts)
+
+    def _step_rows(self) -> list[StepRow]:
+        c = self.capture
+        groups: list[list[StepRecord]] = []
+        for s in c.steps:
+            if groups and _group_key(groups[-1][-1]) == _group_key(s):
+                groups[-1].append(s)
+            else:
+                groups.append([s])
+        rows = []
+        for g in groups:
+            first, last = g[0], g[-1]
+            label = str(first.index) if len(g) == 1 else f"{first.index}-{last.index} ({len(g)}x)"
+
+            def total(key: str, steps=g):
+                known = [v for v in (s.timings.get(key) for s in steps) if v is not None]
+                return sum(known) if known else None
+
+            ref = cell_ref(c.execution_count, first.sync_line, first.sync_code)
+            rows.append(StepRow(label, first.index, last.index, len(g), first.cache, first.sync_cause,
+                                None if ref is None else self.shown(ref), first.graph_hash[:12],
+                                total("compile_s"), total("execute_s"), total("trace_s")))
+        return rows
+
+    def _warnings(self) -> list[str]:
+        """The one list every renderer shows: ranks that diverged, failed or straggled, mid-step
+        (implicit) syncs, huge baked constants, then CPU fallbacks, the cell's error and capture notes."""
+        c = self.capture
+        out = attention(c)
+        implicit = [s for s in c.steps if s.sync_cause.startswith("implicit")]
+        by_site = Counter((s.sync_line, s.sync_code, s.sync_cause) for s in implicit)
+        for (line, code, cause), n in by_site.items():
+            where = ref_with_code(self.shown(cell_ref(c.execution_count, line, code))) if line is not None \
+                else "outside the cell's lines"
+            times = f" {n} times" if n > 1 else ""
+            out.append(f"mid-step sync{times} at {where}: {cause.removeprefix('implicit: ')}; each one cuts the "
+                       "graph there and waits for the device (move value reads after torch_xla.sync())")
+        for art in c.artifacts().values():
+            for const in art.large_constants or []:
+                where = f" at {const['where']}" if const.get("where") else ""
+                out.append(f"graph {art.graph_name or art.graph_hash[:12]} bakes a {fmt_bytes(const['bytes'])} "
+                           f"constant {const['shape']}{where} into the HLO: it is compiled into the executable and "
+                           "any change recompiles; pass it as a device tensor instead")
+        out.extend(notes(c))
+        return out
+
+    @functools.cached_property
+    def profile_kernels(self) -> list:
+        """Measured time per kernel (%%xla --profile), longest first; [] when the cell was not profiled."""
+        if not self.capture.profile:
+            return []
+        from xla_lab.profile.breakdown import kernel_times
+
+        return kernel_times(self.capture, self.prompts)
+
+    def profile_lines(self, model: bool = False) -> list:
+        from xla_lab.profile.breakdown import line_times
+
+        return line_times(self.capture, model=model, kernels=self.profile_kernels) if self.capture.profile else []
+
+    def kernel_rows(self, top: int | None) -> list[KernelRow]:
+        return kernel_rows(self.main, top=top, shown=self.shown) if self.main is not None else []
+
+    def memory_line(self) -> str | None:
+        return memory_line(self.main, shown=self.shown) if self.main is not None else None
+
+    def sections(self, max_rows: int | None = None, details: bool = True) -> list:
+        """The report as sections, in the order every renderer shows them. ``details=False`` leaves out
+        the kernels, memory and warnings (the static HTML shows them in sections of its own)."""
+        return sections(self, self.max_rows if max_rows is None else max_rows, details)
+
+    # display (notebooks: text and HTML; a terminal: rich)
+    def text(self) -> str:
+        return "\n".join(line for part in self.sections() for line in _text(part))
+
+    def html(self, details: bool = True) -> str:
+        return "".join([_STYLE, '<div class="xla-lab-summary">']
+                       + [h for part in self.sections(details=details) for h in _html(part)] + ["</div>"])
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {"text/plain": self.text(), "text/html": self.html()}
+
+    def __rich__(self):
+        from rich.console import Group
+
+        return Group(*[r for part in self.sections() for r in _rich(part)])
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+def to_text(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
+    """The text of a capture shown on its own (no earlier runs, lines as recorded)."""
+    return Report(c, max_rows=max_rows).text()
+
+
+def to_html(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
+    return Report(c, max_rows=max_rows).html()
+
+
+def to_rich(c: CellCapture, max_rows: int | None = MAX_ROWS):
+    return Report(c, max_rows=max_rows).__rich__()
 
 
 def _spmd(step: StepRecord | None, max_rows: int | None) -> list[str]:
@@ -150,8 +273,8 @@ class Ranks:
 
 
 @dataclass
-class Notes:
-    lines: list[str]
+class Warnings:
+    lines: list[str]  # Report.warnings, clipped
 
 
 @dataclass
@@ -173,48 +296,43 @@ def measured_totals(capture) -> str:
             f"device idle between steps {fmt_ns(idle)} (waiting for Python, input, compiles)")
 
 
-def profile_lines(capture, top: int = 3) -> list[str]:
+def profile_lines(report: Report, top: int = 3) -> list[str]:
     """A few lines for the terminal summary and the HTML report: measured totals, the top kernels
     and the top lines."""
-    profile = capture.profile
-    if not profile:
+    if not report.capture.profile:
         return []
-    from xla_lab.profile.breakdown import fmt_ns, kernel_times, line_times
+    from xla_lab.profile.breakdown import fmt_ns
 
-    kernels = kernel_times(capture)
-    out = [measured_totals(capture)]
+    kernels = report.profile_kernels
+    out = [measured_totals(report.capture)]
     for k in kernels[:top]:
         where = kernel_lines_text({"lines": k.lines, "model_lines": k.model_lines, "sources": k.sources})
         bound = f", {k.bound}-bound" if k.bound else ""
         out.append(f"  {k.share:5.1%} {k.name} ({k.count}x {fmt_ns(k.mean_ns)}{bound}) {where}".rstrip())
-    for ln in line_times(capture, kernels=kernels)[:top]:
+    for ln in report.profile_lines()[:top]:
         code = f"  {ln.code.strip()[:60]}" if ln.code else ""
-        out.append(f"  line {ln.label}: {ln.share:.1%} of kernel time{code}")
+        out.append(f"  {ln.label}: {ln.share:.1%} of kernel time{code}")
     return out
 
 
-def sections(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = True) -> list:
-    """The summary of a capture as sections, in the order every renderer shows them. ``details=False``
-    leaves out the kernels, memory and notes (the panel's static HTML shows them in sections of its
-    own)."""
-    rows = summary_rows(c)
+def sections(report: Report, max_rows: int | None = MAX_ROWS, details: bool = True) -> list:
+    c, rows, step = report.capture, report.rows, report.main
     out: list = [Headline(headline(c), totals_line(c))]
     if rows:
         out.append(Steps(rows[:max_rows], len(rows) - max_rows if max_rows is not None and len(rows) > max_rows else 0))
     out.append(Recompiles(recompile_lines(c)))
-    step = main_step(c)
     if details and step is not None and step.fusions:
-        out.append(Kernels(step.index, len(step.fusions), kernel_rows(step, top=max_rows and 6, capture=c)))
-    memory = memory_line(step, c) if details and step is not None else None
+        out.append(Kernels(step.index, len(step.fusions), report.kernel_rows(top=max_rows and 6)))
+    memory = report.memory_line() if details else None
     if memory:
         out.append(Memory(step.index, memory))
     out.append(Spmd(_spmd(step, max_rows)))
     if c.ranks:
         out.append(Ranks(rank_lines(c)))
     if c.profile:
-        out.append(Profile(profile_lines(c)))
+        out.append(Profile(profile_lines(report)))
     if details:
-        out.append(Notes(clip_list(notes(c))))
+        out.append(Warnings(clip_list(report.warnings)))
     return out
 
 
@@ -225,7 +343,7 @@ def _text(part) -> list[str]:
     if isinstance(part, Steps):
         lines = [f"  {'step':<14}{'cache':<11} {'compile':>9} {'execute':>9}  cause / line"]
         for r in part.rows:
-            where = f" @ {r.line}" if r.line else ""
+            where = f" @ {r.where}" if r.where else ""
             lines.append(f"  {r.steps:<14}{r.cache:<11} {_fmt_s(r.compile_s):>9} {_fmt_s(r.execute_s):>9}"
                          f"  {r.cause}{where}")
         if part.more:
@@ -240,13 +358,10 @@ def _text(part) -> list[str]:
         return [f"  memory of step {part.step}'s graph: {part.line}"]
     if isinstance(part, (Spmd, Profile, Ranks)):
         return ["  " + ln for ln in part.lines]
-    if isinstance(part, Notes):
-        return [f"  note: {n}" for n in part.lines]
+    if isinstance(part, Warnings):
+        return [f"  ! {w}" for w in part.lines]
     raise TypeError(part)
 
-
-def to_text(c: CellCapture, max_rows: int | None = MAX_ROWS) -> str:
-    return "\n".join(line for part in sections(c, max_rows) for line in _text(part))
 
 
 # --- HTML ---------------------------------------------------------------------------------------
@@ -271,7 +386,7 @@ def _html(part) -> list[str]:
         for r in part.rows:
             out.append(f"<tr><td>{e(r.steps)}</td><td class=\"{e(r.cache)}\">{e(r.cache)}</td>"
                        f"<td>{e(_fmt_s(r.compile_s))}</td><td>{e(_fmt_s(r.execute_s))}</td>"
-                       f"<td>{e(_fmt_s(r.trace_s))}</td><td>{e(r.cause)}</td><td><code>{e(r.line)}</code></td>"
+                       f"<td>{e(_fmt_s(r.trace_s))}</td><td>{e(r.cause)}</td><td><code>{e(r.where)}</code></td>"
                        f"<td><code>{e(r.graph)}</code></td></tr>")
         out.append("</table>")
         if part.more:
@@ -290,15 +405,10 @@ def _html(part) -> list[str]:
         return [f"<div>memory of step {part.step}'s graph: {e(part.line)}</div>"]
     if isinstance(part, (Spmd, Profile, Ranks)):
         return [f"<pre>{e(chr(10).join(part.lines))}</pre>"] if part.lines else []
-    if isinstance(part, Notes):
-        return [f"<div>note: {e(n)}</div>" for n in part.lines]
+    if isinstance(part, Warnings):
+        return [f"<div class=\"miss\">! {e(w)}</div>" for w in part.lines]
     raise TypeError(part)
 
-
-def to_html(c: CellCapture, max_rows: int | None = MAX_ROWS, details: bool = True) -> str:
-    """``details=False`` leaves out the kernels, memory and notes (see ``sections``)."""
-    return "".join([_STYLE, '<div class="xla-lab-summary">']
-                   + [h for part in sections(c, max_rows, details) for h in _html(part)] + ["</div>"])
 
 
 # --- rich ---------------------------------------------------------------------------------------
@@ -315,7 +425,7 @@ def _rich(part) -> list:
         for r in part.rows:
             style = "bold yellow" if r.cache == "miss" else "green"
             table.add_row(Text(r.steps), Text(r.cache, style=style), Text(_fmt_s(r.compile_s)),
-                          Text(_fmt_s(r.execute_s)), Text(_fmt_s(r.trace_s)), Text(r.cause), Text(r.line))
+                          Text(_fmt_s(r.execute_s)), Text(_fmt_s(r.trace_s)), Text(r.cause), Text(r.where))
         return [table]
     if isinstance(part, Recompiles):
         return [Text(r, style="yellow") for r in part.lines]
@@ -334,30 +444,6 @@ def _rich(part) -> list:
         return [Text("\n".join(part.lines), style="magenta")] if part.lines else []
     if isinstance(part, Ranks):
         return [Text(ln, style="bold red" if ln.startswith("! ") else "") for ln in part.lines]
-    if isinstance(part, Notes):
-        return [Text("note: " + n, style="dim") for n in part.lines]
+    if isinstance(part, Warnings):
+        return [Text("! " + w, style="yellow") for w in part.lines]
     raise TypeError(part)
-
-
-def to_rich(c: CellCapture, max_rows: int | None = MAX_ROWS):
-    from rich.console import Group
-
-    return Group(*[r for part in sections(c, max_rows) for r in _rich(part)])
-
-
-class SummaryView:
-    """What ``%%xla`` displays: text/plain + text/html in notebooks, rich in a terminal."""
-
-    def __init__(self, capture: CellCapture, max_rows: int | None = MAX_ROWS):
-        self.capture = capture
-        self.max_rows = max_rows
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        return {"text/plain": to_text(self.capture, self.max_rows),
-                "text/html": to_html(self.capture, self.max_rows)}
-
-    def __rich__(self):
-        return to_rich(self.capture, self.max_rows)
-
-    def __repr__(self) -> str:
-        return to_text(self.capture, self.max_rows)

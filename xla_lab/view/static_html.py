@@ -12,15 +12,13 @@ from __future__ import annotations
 import html
 import time
 
-from xla_lab.capture.frames import fmt_line
 from xla_lab.capture.records import CellCapture, GraphArtifacts
+from xla_lab.capture.source_ref import ref_text
 from xla_lab.hlo.parser import strip_metadata
 
-from .details import (clip_list, fmt_bytes, fmt_count, kernel_lines_text, kernel_rows, main_step, memory_line,
-                      shown_line)
-from .panel_model import model_files, source_lines, warnings
-from .summary import MAX_ROWS
-from .summary import to_html as summary_html
+from .details import clip_list, fmt_bytes, fmt_count, kernel_lines_text
+from .panel_model import model_files, source_lines
+from .report import MAX_ROWS, Report, measured_totals
 
 # Notebook outputs keep the HLO short (the capture MIME payload has all of it); the report keeps it all.
 NOTEBOOK_HLO_LINES = 100
@@ -64,23 +62,30 @@ e = html.escape
 
 def capture_html(c: CellCapture, *, hlo_lines: int | None = NOTEBOOK_HLO_LINES,
                  kernels: int | None = NOTEBOOK_KERNELS, graphs: str = "main", style: bool = True,
-                 max_rows: int | None = MAX_ROWS) -> str:
-    """One capture as static HTML. ``graphs``: "main" (the graph the panel opens on), "all" or "none";
+                 max_rows: int | None = MAX_ROWS, runs=(), prompts=None) -> str:
+    """One capture shown on its own as static HTML (see ``of_report``)."""
+    return of_report(Report(c, runs, prompts, max_rows), hlo_lines=hlo_lines, kernels=kernels, graphs=graphs,
+                     style=style)
+
+
+def of_report(report: Report, *, hlo_lines: int | None = NOTEBOOK_HLO_LINES, kernels: int | None = NOTEBOOK_KERNELS,
+              graphs: str = "main", style: bool = True) -> str:
+    """A report as static HTML. ``graphs``: "main" (the graph the panel opens on), "all" or "none";
     ``hlo_lines``: lines of HLO shown per module (None: all, with op metadata)."""
-    parts = [STYLE if style else "", '<div class="xla-lab-panel">', summary_html(c, max_rows, details=False)]
-    warns = warnings(c)
-    if warns:
+    c = report.capture
+    parts = [STYLE if style else "", '<div class="xla-lab-panel">', report.html(details=False)]
+    if report.warnings:
         parts.append("<h4>warnings</h4><ul>")
-        parts.extend(f'<li class="warn">{e(w)}</li>' for w in clip_list(warns))
+        parts.extend(f'<li class="warn">{e(w)}</li>' for w in clip_list(report.warnings))
         parts.append("</ul>")
-    step = main_step(c)
+    step = report.main
     if step is not None and step.fusions:
-        parts.append(_kernels_table(step, kernels, c))
+        parts.append(_kernels_table(report, kernels))
         parts.append(_annotated_source(c))
     if step is not None and step.memory:
-        parts.append(_memory(step, c))
+        parts.append(_memory(report))
     if c.profile:
-        parts.append(_profile(c, kernels))
+        parts.append(_profile(report, kernels))
     arts = c.artifacts()
     if graphs == "all":
         shown = list(arts.values())
@@ -94,8 +99,9 @@ def capture_html(c: CellCapture, *, hlo_lines: int | None = NOTEBOOK_HLO_LINES,
     return "".join(parts)
 
 
-def _kernels_table(step, top: int | None, c: CellCapture) -> str:
-    rows = kernel_rows(step, top=top, capture=c)
+def _kernels_table(report: Report, top: int | None) -> str:
+    step = report.main
+    rows = report.kernel_rows(top)
     out = [f"<h4>kernels of step {step.index}'s graph ({len(step.fusions)}, by flops)</h4>",
            "<table><tr><th>kernel</th><th>kind</th><th class=\"num\">flops</th><th class=\"num\">bytes</th>"
            "<th>members</th><th>aten ops</th><th>lines</th></tr>"]
@@ -111,15 +117,13 @@ def _kernels_table(step, top: int | None, c: CellCapture) -> str:
     return "".join(out)
 
 
-def _profile(c: CellCapture, top: int | None) -> str:
+def _profile(report: Report, top: int | None) -> str:
     """Measured time (%%xla --profile): the kernels and lines that took it."""
-    from xla_lab.profile.breakdown import fmt_ns, kernel_times, line_times
+    from xla_lab.profile.breakdown import fmt_ns
 
-    from .summary import measured_totals
-
-    kernels = kernel_times(c)
+    kernels = report.profile_kernels
     shown = kernels if top is None else kernels[:top]
-    out = [f"<h4>measured time ({len(kernels)} kernels)</h4><div>{e(measured_totals(c))}</div>",
+    out = [f"<h4>measured time ({len(kernels)} kernels)</h4><div>{e(measured_totals(report.capture))}</div>",
            "<table><tr><th>kernel</th><th class=\"num\">runs</th><th class=\"num\">total</th><th class=\"num\">mean</th>"
            "<th class=\"num\">share</th><th class=\"num\">flops</th><th class=\"num\">bytes</th><th>bound</th>"
            "<th class=\"num\">of roof</th><th>lines</th></tr>"]
@@ -132,7 +136,7 @@ def _profile(c: CellCapture, top: int | None) -> str:
                    f"<td class=\"num\">{e(fmt_bytes(k.bytes))}</td><td>{e(k.bound or '-')}</td>"
                    f"<td class=\"num\">{roof}</td><td><code>{e(lines)}</code></td></tr>")
     out.append("</table><table><tr><th>line</th><th class=\"num\">share</th><th>code</th></tr>")
-    rows = line_times(c, kernels=kernels)
+    rows = report.profile_lines()
     for ln in rows if top is None else rows[:top]:
         out.append(f"<tr><td><code>{e(ln.label)}</code></td><td class=\"num\">{ln.share:.1%}</td>"
                    f"<td><code>{e((ln.code or '').strip())}</code></td></tr>")
@@ -171,20 +175,21 @@ def _annotated_source(c: CellCapture) -> str:
 STATIC_MODEL_FILES, STATIC_FILE_LINES = 3, 40  # a saved notebook's fallback stays small
 
 
-def _memory(step, c: CellCapture) -> str:
+def _memory(report: Report) -> str:
+    step = report.main
     m = step.memory
     out = [f"<h4>memory of step {step.index}'s graph</h4>"]
-    line = memory_line(step, c)
+    line = report.memory_line()
     if line:
         out.append(f"<div>{e(line)}</div>")
     largest = m.get("largest") or []
     if largest:
         out.append("<table><tr><th class=\"num\">bytes</th><th>kind</th><th>instruction</th><th>line</th></tr>")
         for b in largest[:10]:
-            src = shown_line(b.get("source"), step, c)
+            src = report.shown(b["source"], step) if b.get("source") else None
             where = ""
             if src:
-                where = fmt_line(src) + (f" {src['code']}" if src.get("code") else "")
+                where = ref_text(src) + (f" {src['code']}" if src.get("code") else "")
             out.append(f"<tr><td class=\"num\">{e(fmt_bytes(b.get('bytes', 0)))}</td><td>{e(str(b.get('kind', '')))}"
                        f"</td><td><code>{e(str(b.get('instruction') or '-'))}</code></td><td><code>{e(where)}</code>"
                        "</td></tr>")
@@ -212,7 +217,7 @@ def _hlo(art: GraphArtifacts, max_lines: int | None) -> str:
     return "".join(out)
 
 
-def report_html(captures: list[CellCapture], title: str = "xla_lab report") -> str:
+def report_html(captures: list[CellCapture], title: str = "xla_lab report", prompts=None) -> str:
     """One self-contained page for a session's captures: no scripts, no network; each graph's full
     HLO appears once (captures that ran a graph an earlier capture showed point back to it)."""
     parts = ["<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">",
@@ -223,8 +228,8 @@ def report_html(captures: list[CellCapture], title: str = "xla_lab report") -> s
     shown: set[str] = set()
     for n, c in enumerate(captures):
         parts.append(f"<section id=\"capture-{n}\"><h3>capture {n}</h3>")
-        parts.append(capture_html(c, hlo_lines=None, kernels=None, graphs="none", style=False,
-                                  max_rows=None))
+        parts.append(of_report(Report(c, captures[:n], prompts, max_rows=None), hlo_lines=None, kernels=None,
+                               graphs="none", style=False))
         for h, art in c.artifacts().items():
             if h in shown:
                 parts.append(f"<div>graph <code>{e(art.graph_name or h[:12])}</code>: HLO shown in an earlier "
