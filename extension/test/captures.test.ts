@@ -1,12 +1,13 @@
 import { describe, expect, it } from "vitest";
 import {
   CAPTURE_MIME, CaptureStore, QUIET_MIME, captureKey, defaultPair, captureOfIopub, captureOfOutput, compareSteps, quietCaptureOfIopub, recompileReason, resolveSourceLine,
-  stepId, stepLabel, stepListOf,
+  stepId, stepIdOf, stepLabel, stepListOf, stepRefOf,
 } from "../src/core/captures";
 import { chain, validModel } from "./fixtures";
 
-/** A panel model of one run of cell `cellId`: `steps` graphs hashes, with batch `batch` in the shapes. */
-function runModel(cellId: string, count: number, startedAt: number, batch: number, steps: [string, string][] = [["ha", "miss"]]) {
+/** A panel model of one run of cell `cellId`: `steps` graphs hashes, with batch `batch` in the shapes; `rows`: the
+ * summary's step rows (none: an output saved before them). */
+function runModel(cellId: string, count: number, startedAt: number, batch: number, steps: [string, string][] = [["ha", "miss"]], rows?: object[]) {
   const m = validModel() as Record<string, any>;
   const graphs: Record<string, unknown> = {};
   const artifacts: Record<string, unknown> = {};
@@ -20,7 +21,7 @@ function runModel(cellId: string, count: number, startedAt: number, batch: numbe
     capture: { ...m.capture, cell_id: cellId, execution_count: count, started_at: startedAt, artifacts,
       steps: steps.map(([hash, cache], index) => ({ index, graph_name: "train", graph_hash: hash, cache, sync_cause: "torch_xla.sync()", sync_line: 7, timings: {},
         recompile_reason: index === 1 ? "optimizer state created on step 0" : null })) },
-    summary: { ...m.summary, steps: steps.length, recompiles: [] },
+    summary: { ...m.summary, steps: steps.length, recompiles: [], rows },
   };
 }
 
@@ -74,7 +75,10 @@ describe("CaptureStore", () => {
   it("keeps runs of a cell, numbers them oldest first, and dedupes the same capture seen live and saved", () => {
     const s = new CaptureStore();
     const r2 = runModel("cell-a", 5, 20, 6);
-    const r1 = runModel("cell-a", 3, 10, 8, [["ha", "miss"], ["hb", "miss"], ["hb", "hit"], ["hb", "hit"]]);
+    const row = (first: number, last: number, cache: string) => ({ steps: first === last ? String(first) : `${first}-${last} (${last - first + 1}x)`, first, last,
+      count: last - first + 1, cache, cause: "torch_xla.sync()", ref: { cell: 3, line: 7, code: null }, graph: "hb", compile_s: null, execute_s: 0.1, trace_s: null,
+      text: `${first === last ? first : `${first}-${last} (${last - first + 1}x)`} | ${cache} | torch_xla.sync() @ [3]:7` });
+    const r1 = runModel("cell-a", 3, 10, 8, [["ha", "miss"], ["hb", "miss"], ["hb", "hit"], ["hb", "hit"]], [row(0, 0, "miss"), row(1, 1, "miss"), row(2, 3, "hit")]);
     expect(s.add(r2, null, "live")!.run).toBe(1);
     const e1 = s.add(r1, "nb-cell-1", "saved")!;
     expect(e1.run).toBe(1);
@@ -87,16 +91,27 @@ describe("CaptureStore", () => {
     const cells = s.cells(["nb-cell-0", "nb-cell-1"]);
     expect(cells).toHaveLength(1);
     expect(cells[0].runs.map((e) => e.run)).toEqual([1, 2]);
-    // steps in order; folded rows in the list
+    // steps in order; the summary's (folded) rows in the list, the line of a step from its row
     const steps = s.steps(["nb-cell-1"]);
     expect(steps.map((r) => `${r.entry.run}:${r.step.index}`)).toEqual(["1:0", "1:1", "1:2", "1:3", "2:0"]);
     expect(stepListOf(e1).map((r) => [r.first, r.last, r.cache])).toEqual([[0, 0, "miss"], [1, 1, "miss"], [2, 3, "hit"]]);
+    expect(stepListOf(e1)[2].steps).toBe("2-3 (2x)");
+    expect(stepRefOf(steps[3])).toEqual({ cell: 3, line: 7, code: null });
+    expect(stepIdOf(e1, 2)).toBe(stepId(steps[2]));
     expect(stepLabel(steps[1])).toBe("[3] train run 1 (saved) \u00b7 step 1 (miss)");
     expect(s.find(stepId(steps[4]))!.step.index).toBe(0);
     expect(s.find("nope#1")).toBeNull();
     // the cell ran again: the old output is gone from the notebook, the run stays listed
     s.markPresent(new Set([captureKey(r2)!]));
     expect(e1.inNotebook).toBe(false);
+  });
+
+  it("lists an output saved before summary.rows one row per step, not folded", () => {
+    const s = new CaptureStore();
+    const e = s.add(runModel("cell-a", 3, 10, 8, [["ha", "miss"], ["hb", "hit"], ["hb", "hit"]]), "c", "saved")!;
+    expect(stepListOf(e).map((r) => [r.steps, r.cache, r.text])).toEqual([
+      ["0", "miss", "0 | miss | torch_xla.sync() @ [3]:7"], ["1", "hit", "1 | hit | torch_xla.sync() @ [3]:7"], ["2", "hit", "2 | hit | torch_xla.sync() @ [3]:7"]]);
+    expect(stepRefOf(s.steps(["c"])[1])).toEqual({ cell: 3, line: 7, code: null });
   });
 
   it("orders cells as the notebook does and reports unreadable captures without throwing", () => {

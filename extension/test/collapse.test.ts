@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { collapseGraph, collapseGroup, DEFAULT_COLLAPSE, expandGroup, parentGroupOf, revealNode, type GroupUnit } from "../src/core/collapse";
+import { unitLabel } from "../src/core/dot";
 import { bigGraph, chain } from "./fixtures";
 
 describe("collapseGraph", () => {
@@ -28,12 +29,28 @@ describe("collapseGraph", () => {
     expect(v.unitOf.size).toBe(5000);
   });
 
+  it("labels a line's group as its line reference, and a group's lines as a range of one cell", () => {
+    const g = chain(400, (i) => ({ scope: i < 200 ? "enc" : "dec", line: 3 + (i % 5), cell: i < 200 ? 5 : i % 2 ? 6 : 7 }));
+    const v = collapseGraph(g, new Set());
+    const [enc, dec] = v.units as GroupUnit[];
+    expect([enc.label, enc.cell, enc.lines]).toEqual(["enc", 5, [3, 7]]);
+    expect(unitLabel(enc)).toContain("200 nodes \u00b7 [5]:3-7");
+    expect(dec.cell).toBeNull(); // two cells: which one is not known
+    expect(unitLabel(dec)).toContain("200 nodes \u00b7 [?]:3-7");
+    const open = collapseGraph(g, new Set(["s:enc"]));
+    const lines = open.units.filter((u): u is GroupUnit => u.kind === "group" && u.id.startsWith("s:enc/"));
+    expect(lines.map((u) => u.label)).toEqual(["[5]:3", "[5]:4", "[5]:5", "[5]:6", "[5]:7"]);
+    expect(unitLabel(lines[0]).split("\n")[1]).toBe("40 nodes"); // (no range beside a line's own label)
+    const nocell = collapseGraph(chain(400, (i) => ({ scope: i < 200 ? "a" : "b", line: 3 + (i % 2), cell: null })), new Set());
+    expect(unitLabel(nocell.units[0])).toContain("[?]:3-4");
+  });
+
   it("expands a group into its lines, then a line into nodes", () => {
     const g = bigGraph();
     let open = expandGroup(g, new Set(), "s:layer3");
     let v = collapseGraph(g, open);
     const lines = v.units.filter((u) => u.kind === "group" && u.id.startsWith("s:layer3/"));
-    expect(lines.map((u) => (u as GroupUnit).label)).toEqual(["line 1", "line 2", "line 3", "line 4", "line 5"]);
+    expect(lines.map((u) => (u as GroupUnit).label)).toEqual(["[1]:1", "[1]:2", "[1]:3", "[1]:4", "[1]:5"]);
     expect(v.units).toHaveLength(19 + 5);
     open = expandGroup(g, open, "s:layer3/l:2");
     v = collapseGraph(g, open);

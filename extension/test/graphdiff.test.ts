@@ -92,7 +92,7 @@ describe("diffGraphs", () => {
 
   it("colours a group by its members: all added, all removed, or mixed", () => {
     const status = new Map([[1, "added"], [2, "added"], [3, "removed"], [4, "same"]] as const);
-    const group = (members: number[]) => ({ kind: "group" as const, id: "g", label: "g", level: 0, members, kernel: null, ops: [], lines: null });
+    const group = (members: number[]) => ({ kind: "group" as const, id: "g", label: "g", level: 0, members, kernel: null, ops: [], lines: null, cell: null });
     expect(unitDiffStatus(group([1, 2]), status)).toBe("added");
     expect(unitDiffStatus(group([3]), status)).toBe("removed");
     expect(unitDiffStatus(group([1, 3]), status)).toBe("changed");

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { fmtBytes, fmtCount, fmtSeconds } from "../src/core/format";
-import { annotateSource, fileLines, kernelLineText, sortKernels } from "../src/core/kernels";
-import type { Kernel } from "../src/core/model";
-import { stepRows } from "../src/core/steps";
+import { fmtBytes, fmtCount, fmtSeconds, lineRangeRef, lineRef } from "../src/core/format";
+import { annotateSource, fileLines, kernelLineParts, kernelLineText, sortKernels } from "../src/core/kernels";
+import type { Kernel, Step, StepRow } from "../src/core/model";
+import { rowOfStep, stepRowText, stepSourceRef, unfoldedRows } from "../src/core/steps";
 import { niceScale, timelineBars } from "../src/core/timeline";
 
 const k = (name: string, flops: number, bytes: number, members: number): Kernel => ({
@@ -43,6 +43,15 @@ describe("kernels", () => {
     expect(kernelLineText(x)).toBe("[3]:2 (modeling_bert.py:413, modeling_bert.py:187, +1)");
     expect(kernelLineText({ ...k("b", 0, 0, 1), model_lines: [file(5)] })).toBe("modeling_bert.py:5");
   });
+
+  it("gives the same text in pieces, the references apart (a view links them)", () => {
+    const file = { cell: null, line: 413, file: "a/modeling_bert.py" };
+    const parts = kernelLineParts({ lines: [{ cell: 3, line: 2 }, { cell: 3, line: 4 }], model_lines: [file], sources: [] });
+    expect(parts).toEqual([{ cell: 3, line: 2 }, " ", { cell: 3, line: 4 }, " (", file, ")"]);
+    expect(kernelLineParts({ lines: [], sources: ["linear.py:134", "functional.py:2", "x.py:1"] })).toEqual(["linear.py:134, functional.py:2"]);
+    // a profiled kernel's lines (no model lines) read the same way
+    expect(kernelLineText({ lines: [{ cell: null, line: 7 }], sources: [] })).toBe("[?]:7");
+  });
 });
 
 describe("format, steps, timeline", () => {
@@ -53,10 +62,41 @@ describe("format, steps, timeline", () => {
     expect(fmtSeconds(null)).toBe("-");
   });
 
-  it("folds runs of cache hits", () => {
-    const st = (index: number, cache: string) => ({ index, graph_name: "g", graph_hash: "h", cache, sync_cause: "torch_xla.sync()", sync_line: 7, timings: { compile_s: cache === "miss" ? 1 : 0, execute_s: 0.1 } });
-    const rows = stepRows([st(0, "miss"), st(1, "miss"), ...Array.from({ length: 98 }, (_, i) => st(i + 2, "hit"))]);
-    expect(rows.map((r) => [r.first, r.last, r.count])).toEqual([[0, 0, 1], [1, 1, 1], [2, 99, 98]]);
+  it("formats a line reference one way: a cell's, a file's, a cell line whose prompt is unknown", () => {
+    expect(lineRef({ cell: 5, line: 3 })).toBe("[5]:3");
+    expect(lineRef({ cell: 5, line: 3, file: "/x/modeling_bert.py" })).toBe("[5]:3");
+    expect(lineRef({ cell: null, line: 413, file: "transformers/models/bert/modeling_bert.py" })).toBe("modeling_bert.py:413");
+    expect(lineRef({ cell: null, line: 3 })).toBe("[?]:3");
+    expect(lineRef({ cell: null, line: 3, file: "" })).toBe("[?]:3");
+    expect(lineRef({ cell: 5, line: null })).toBe("-");
+    expect(lineRangeRef(5, 3, 7)).toBe("[5]:3-7");
+    expect(lineRangeRef(null, 3, 7)).toBe("[?]:3-7");
+    expect(lineRangeRef(5, 3, 3)).toBe("[5]:3");
+  });
+
+  it("writes a step row as one line, as Python does", () => {
+    const row = { steps: "3-199 (197x)", cache: "hit", cause: "torch_xla.sync()" };
+    expect(stepRowText({ ...row, ref: null })).toBe("3-199 (197x) | hit | torch_xla.sync()");
+    expect(stepRowText({ ...row, ref: { cell: 5, line: 7 } })).toBe("3-199 (197x) | hit | torch_xla.sync() @ [5]:7");
+    expect(stepRowText({ ...row, ref: { cell: 5, line: 7, code: "" } })).toBe("3-199 (197x) | hit | torch_xla.sync() @ [5]:7");
+    expect(stepRowText({ ...row, ref: { cell: null, line: 7, code: "xm.mark_step()" } })).toBe("3-199 (197x) | hit | torch_xla.sync() @ [?]:7: xm.mark_step()");
+  });
+
+  it("lists an older saved output's steps one row each, not folded", () => {
+    const st = (index: number, cache: string, line: number | null): Step => ({ index, graph_name: "g", graph_hash: "0123456789abcdef", cache,
+      sync_cause: "torch_xla.sync()", sync_line: line, sync_code: line == null ? null : "torch_xla.sync()", timings: { compile_s: cache === "miss" ? 1 : 0, execute_s: 0.1 } });
+    const rows = unfoldedRows({ execution_count: 4, steps: [st(0, "miss", 7), st(1, "hit", 7), st(2, "hit", null)] });
+    expect(rows.map((r) => [r.steps, r.first, r.last, r.count])).toEqual([["0", 0, 0, 1], ["1", 1, 1, 1], ["2", 2, 2, 1]]);
+    expect(rows[0]).toEqual<StepRow>({ steps: "0", first: 0, last: 0, count: 1, cache: "miss", cause: "torch_xla.sync()",
+      ref: { cell: 4, line: 7, code: "torch_xla.sync()" }, graph: "0123456789ab", compile_s: 1, execute_s: 0.1, trace_s: null,
+      text: "0 | miss | torch_xla.sync() @ [4]:7: torch_xla.sync()" });
+    expect(rows[2].ref).toBeNull();
+    expect(rows[2].text).toBe("2 | hit | torch_xla.sync()");
+    expect(stepSourceRef({ execution_count: null }, st(5, "hit", 9))).toEqual({ cell: null, line: 9, code: "torch_xla.sync()" });
+    const folded = [{ ...rows[0] }, { ...rows[1], steps: "1-99 (99x)", last: 99, count: 99 }];
+    expect(rowOfStep(folded, 50)?.first).toBe(1);
+    expect(rowOfStep(folded, 0)?.first).toBe(0);
+    expect(rowOfStep(folded, 100)).toBeNull();
   });
 
   it("buckets long runs", () => {

@@ -22,6 +22,25 @@ describe("parsePanelModel", () => {
     expect(() => parsePanelModel(m)).toThrow(/model.summary.ranks\[0\].steps must be a finite number/);
   });
 
+  it("reads the step rows the Python side folded, as they are; an older output without them gets one row per step", () => {
+    const given = (validModel() as any).summary.rows;
+    const m = parsePanelModel(validModel());
+    expect(m.summary.rows).toStrictEqual(given);
+    const old = validModel() as any;
+    delete old.summary.rows;
+    old.capture.steps.push({ index: 1, graph_name: "g", graph_hash: "h", cache: "hit", sync_cause: "end of cell", sync_line: 3, sync_code: "c = 3", timings: { execute_s: 0.1 } });
+    expect(parsePanelModel(old).summary.rows.map((r) => r.text)).toEqual(["0 | miss | end of cell @ [5]:3: c = 3", "1 | hit | end of cell @ [5]:3: c = 3"]);
+    // a row without its text gets stepRowText's
+    const noText = validModel() as any;
+    delete noText.summary.rows[0].text;
+    expect(parsePanelModel(noText).summary.rows[0].text).toBe("0 | miss | end of cell @ [5]:3: c = 3");
+    const bad = validModel() as any;
+    bad.summary.rows[0].ref.line = "3";
+    expect(() => parsePanelModel(bad)).toThrow(/model\.summary\.rows\[0\]\.ref\.line must be a finite number/);
+    bad.summary.rows = [{ ...given[0], first: null }];
+    expect(() => parsePanelModel(bad)).toThrow(/model\.summary\.rows\[0\]\.first/);
+  });
+
   it("rejects a wrong schema with a clear message", () => {
     expect(() => parsePanelModel({ schema: "something/1" })).toThrow(/not an xla_lab panel model/);
     expect(() => parsePanelModel({ ...validModel(), schema: "xla_lab.panel/9" })).toThrow(/not readable by this panel/);
@@ -68,6 +87,18 @@ describe("the Profile tab's data", () => {
     steps: [{ step: 0, cache: "hit", start_ns: 0, span_ns: 1000, busy_ns: 900, kernel_ns: 1000, idle_before_ns: 0, host: { sync_ns: 50 }, execute_s: 0.000001 }],
     compare: null,
   };
+
+  it("reads a kernel's lines as references (new) or as the one text of an older output", () => {
+    const cellLine = { cell: 5, line: 3, file: null, code: "y = x @ w", function: null };
+    const fileLine = { cell: null, line: 413, file: "transformers/modeling_bert.py", code: "x = self.dense(x)", function: "forward" };
+    const kernel = { ...profile.kernels[0], lines: [cellLine], model_lines: [fileLine], sources: ["linear.py:134"] };
+    const k = parsePanelModel({ ...(validModel() as object), profile: { ...profile, kernels: [kernel] } }).profile!.kernels[0];
+    expect([k.lines, k.model_lines, k.sources, k.lines_text]).toStrictEqual([[cellLine], [fileLine], ["linear.py:134"], undefined]);
+    const old = parsePanelModel({ ...(validModel() as object), profile }).profile!.kernels[0];
+    expect([old.lines, old.model_lines, old.sources, old.lines_text]).toEqual([[], [], [], "[5]:3"]);
+    const bad = { ...kernel, lines: [{ cell: 5 }] };
+    expect(() => parsePanelModel({ ...(validModel() as object), profile: { ...profile, kernels: [bad] } })).toThrow(/model\.profile\.kernels\[0\]\.lines\[0\]\.line/);
+  });
 
   it("parses a profile and keeps it on the model", () => {
     const m = parsePanelModel({ ...(validModel() as object), profile });

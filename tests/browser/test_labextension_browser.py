@@ -234,7 +234,7 @@ def _drive(lab, page):
     nodes, units, ms = int(g.get_attribute("data-nodes")), int(g.get_attribute("data-units")), float(g.get_attribute("data-first-render-ms"))
     assert nodes >= 4500 and units <= 400
     # open its biggest group (the loop's line): a bounded layout too
-    g.locator("g.node.xla-group").filter(has_text="line 3").first.click()
+    g.locator("g.node.xla-group").filter(has_text=re.compile(r"\]:3\b")).first.click()  # the group of line 3 ([N]:3)
     page.wait_for_function("([el, n]) => Number(el.dataset.units) > n", arg=[g.element_handle(), units], timeout=20_000)
     expanded_units, expand_ms = int(g.get_attribute("data-units")), float(g.get_attribute("data-last-render-ms"))
     print(f"\nXLA Lab panel: opened the {nodes}-node graph in {ms:.0f} ms ({units} units laid out; goal <= {FIRST_RENDER_GOAL_MS} ms); "

@@ -281,7 +281,7 @@ def _drive(lab, page):
     assert_legible(page, big.locator(".xla-graph"))
     # open the biggest group (the loop's line), then one of its chunks: each a bounded layout
     expand_ms = []
-    for pick in ("line 3", "nodes 121-240"):
+    for pick in (re.compile(r"\]:3\b"), "nodes 121-240"):  # the group of line 3 ([N]:3), then a chunk
         before_units = int(big_graph.get_attribute("data-units"))
         big_graph.locator("g.node.xla-group").filter(has_text=pick).first.click()
         page.wait_for_function("([el, n]) => Number(el.dataset.units) > n", arg=[big_graph.element_handle(), before_units],

@@ -2,9 +2,9 @@
 // arriving live), kept per notebook with their earlier runs, listed as cells / runs / steps, and two steps
 // compared (graph diff, HLO diff, the recompile reason). Pure logic: no DOM, no JupyterLab.
 import { diffGraphs, describeDiff, type GraphDiff } from "./graphdiff";
-import { parsePanelModel, type Graph, type PanelModel, type Step } from "./model";
+import { parsePanelModel, type Graph, type PanelModel, type SourceRef, type Step, type StepRow } from "./model";
 import { isPacked, packedKey, unpackCapture } from "./packed";
-import { stepRows, type StepRow } from "./steps";
+import { rowOfStep, stepSourceRef } from "./steps";
 
 export const CAPTURE_MIME = "application/vnd.xla-lab.capture+json";
 /** A `%%xla -q` cell's capture, sent to the side panel only (an update of a display nobody shows, so the
@@ -252,7 +252,9 @@ export function defaultPair(steps: readonly StepRef[]): [StepRef, StepRef] | nul
   return [steps[steps.length - 2], steps[steps.length - 1]];
 }
 
-export const stepId = (r: StepRef) => `${r.entry.key}#${r.step.index}`;
+/** "<capture key>#<step index>": a step's id in the side panel (CaptureStore.find reads it). */
+export const stepIdOf = (e: CaptureEntry, index: number) => `${e.key}#${index}`;
+export const stepId = (r: StepRef) => stepIdOf(r.entry, r.step.index);
 
 /** "[5] train" */
 export function captureTitle(e: CaptureEntry): string {
@@ -267,9 +269,15 @@ export function stepLabel(r: StepRef): string {
   return `${captureTitle(r.entry)} run ${r.entry.run}${saved} \u00b7 step ${r.step.index} (${r.step.cache})`;
 }
 
-/** The step list of a capture with identical cache hits folded (steps 2-99, 98x hit). */
+/** The step list of a capture: the summary's rows, as the Python side folded them (steps 2-99, 98x hit). */
 export function stepListOf(e: CaptureEntry): StepRow[] {
-  return stepRows(e.model.capture.steps);
+  return e.model.summary.rows;
+}
+
+/** The line step `r` synced at: its row's (the summary's), else the step's own sync line. */
+export function stepRefOf(r: StepRef): SourceRef | null {
+  const row = rowOfStep(r.entry.model.summary.rows, r.step.index);
+  return row ? row.ref : stepSourceRef(r.entry.model.capture, r.step);
 }
 
 export function graphOfStep(r: StepRef): Graph | null {

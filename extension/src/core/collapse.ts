@@ -1,5 +1,6 @@
 // Collapse a large graph into groups (module scope, then source line, then chunks) and expand groups
 // on demand, so that no more than a bounded number of units is ever laid out at once.
+import { lineRangeRef } from "./format";
 import type { Graph, GraphNode } from "./model";
 
 export interface CollapseOptions {
@@ -32,6 +33,7 @@ export interface GroupUnit {
   kernel: string | null; // the kernel most members ended in
   ops: [string, number][]; // most common ops, most frequent first
   lines: [number, number] | null; // min / max source line
+  cell: number | null; // the cell of those lines, when all members with a line share one (else null: `[?]`)
 }
 export interface NodeUnit { kind: "node"; id: string; node: GraphNode }
 export type Unit = GroupUnit | NodeUnit;
@@ -59,28 +61,34 @@ const LEVELS: Level[] = [
   (n) => (n.line != null ? `l:${n.line}` : `o:${n.op}`),
 ];
 
-function keyLabel(key: string): string {
+/** A group of one source line: its key's kind. */
+export const isLineKey = (id: string) => (id.split("/").pop() ?? "").startsWith("l:");
+
+/** A group's label: its scope, its line (lineRef: `[5]:3`), or its node range. */
+function keyLabel(key: string, cell: number | null): string {
   const body = key.slice(2);
   if (key.startsWith("s:")) return body;
-  if (key.startsWith("l:")) return `line ${body}`;
+  if (key.startsWith("l:")) return lineRangeRef(cell, Number(body), Number(body));
   if (key.startsWith("c:")) return `nodes ${body}`;
   return body;
 }
 
-function summarize(id: string, label: string, level: number, members: GraphNode[]): GroupUnit {
+function summarize(id: string, key: string, level: number, members: GraphNode[]): GroupUnit {
   const kernels = new Map<string, number>();
   const ops = new Map<string, number>();
+  const cells = new Set<number | null>();
   let lo = Infinity, hi = -Infinity;
   for (const n of members) {
     if (n.kernel) kernels.set(n.kernel, (kernels.get(n.kernel) ?? 0) + 1);
     ops.set(n.op, (ops.get(n.op) ?? 0) + 1);
-    if (n.line != null) { lo = Math.min(lo, n.line); hi = Math.max(hi, n.line); }
+    if (n.line != null) { lo = Math.min(lo, n.line); hi = Math.max(hi, n.line); cells.add(n.cell); }
   }
   let kernel: string | null = null, best = 0;
   for (const [k, c] of kernels) if (c > best) { best = c; kernel = k; }
   const topOps = [...ops].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 3);
-  return { kind: "group", id, label, level, members: members.map((n) => n.id), kernel, ops: topOps,
-    lines: lo === Infinity ? null : [lo, hi] };
+  const cell = cells.size === 1 ? [...cells][0] : null;
+  return { kind: "group", id, label: keyLabel(key, cell), level, members: members.map((n) => n.id), kernel, ops: topOps,
+    lines: lo === Infinity ? null : [lo, hi], cell };
 }
 
 /** Split members into child groups at `level` (chunks in order when keys are too many or exhausted). */
@@ -129,7 +137,7 @@ export function collapseGraph(graph: Graph, expanded: ReadonlySet<string>, opts:
       if (group.length < opts.minGroup) { for (const n of group) addNode(n); continue; }
       if (!expanded.has(id)) {
         const idx = units.length;
-        units.push(summarize(id, keyLabel(key), depth, group));
+        units.push(summarize(id, key, depth, group));
         for (const n of group) unitOf.set(n.id, idx);
       } else if (group.length <= opts.leafLimit || key.startsWith("c:") && group.length <= opts.leafLimit * 2) {
         for (const n of group) addNode(n);

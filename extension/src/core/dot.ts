@@ -1,7 +1,7 @@
 // Visible graph -> Graphviz DOT. Every string from the model goes through dotString (quoted, escaped),
 // so labels can hold quotes, backslashes, braces or HTML-looking text without changing the graph.
-import { lineRef } from "./format";
-import type { Unit, VisibleGraph } from "./collapse";
+import { lineRangeRef, lineRef } from "./format";
+import { isLineKey, type Unit, type VisibleGraph } from "./collapse";
 
 const PALETTE = [
   "#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
@@ -76,7 +76,8 @@ export function unitLabel(u: Unit, uses?: number): string {
     return `${shorten(op, 28)}${where}\n${shorten(n.shape ?? "", 28)}${hub}`;
   }
   const ops = u.ops.map(([op, c]) => `${op.replace(/^aten::/, "")}\u00d7${c}`).join(" ");
-  const lines = u.label.startsWith("line ") ? "" : u.lines ? (u.lines[0] === u.lines[1] ? `line ${u.lines[0]}` : `lines ${u.lines[0]}-${u.lines[1]}`) : "";
+  // (a line's group is labelled with its line already)
+  const lines = isLineKey(u.id) || !u.lines ? "" : lineRangeRef(u.cell, u.lines[0], u.lines[1]);
   return `${shorten(u.label, 36)}\n${u.members.length} nodes${lines ? " \u00b7 " + lines : ""}\n${shorten(ops, 40)}`;
 }
 

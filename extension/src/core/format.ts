@@ -35,11 +35,19 @@ export function fmtShare(x: number | null | undefined): string {
   return x == null ? "-" : `${(x * 100).toFixed(1)}%`;
 }
 
-/** One format for a source line wherever one is shown: `[5]:3` (line 3 of the cell run as [5]),
- * `modeling_bert.py:413` (a file), `line 3` (the capture's own cell, prompt unknown). */
+/** The one format of a source line reference wherever one is shown (Python's `ref_text` in xla_lab/capture/source_ref.py builds the same):
+ * `[5]:3` (line 3 of the cell run as [5]), else `modeling_bert.py:413` (a file, by its base name), else
+ * `[?]:3` (a cell line whose prompt is unknown); `-` when there is no line. */
 export function lineRef(l: { cell?: number | null; line: number | null; file?: string | null }): string {
   if (l.line == null) return "-";
   if (l.cell != null) return `[${l.cell}]:${l.line}`;
   if (l.file) return `${l.file.split("/").pop()}:${l.line}`;
-  return `line ${l.line}`;
+  return `[?]:${l.line}`;
+}
+
+/** Lines `lo`..`hi` of one cell: lineRef of the first line, then `-hi` when the range has more than one
+ * line (`[5]:3-7`, `[?]:3-7` when the cell is unknown). */
+export function lineRangeRef(cell: number | null | undefined, lo: number, hi: number): string {
+  const first = lineRef({ cell, line: lo });
+  return hi === lo ? first : `${first}-${hi}`;
 }

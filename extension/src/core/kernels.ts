@@ -1,4 +1,5 @@
 // The fusion map's table: sorting kernels, their lines, and the annotated cell source.
+import { lineRef } from "./format";
 import type { Kernel, SourceLine, SourceRef } from "./model";
 
 export type KernelSortKey = "name" | "kind" | "flops" | "bytes" | "members";
@@ -16,27 +17,32 @@ export function sortKernels(kernels: readonly Kernel[], key: KernelSortKey, desc
   });
 }
 
-/** `[5]:3` for a cell line, `modeling_bert.py:413` for a line of a file. */
-export function refText(l: SourceRef): string {
-  return l.cell != null ? `[${l.cell}]:${l.line}` : `${(l.file ?? "").split("/").pop()}:${l.line}`;
-}
+/** What kernelLineText needs: a fusion kernel's, or a profiled kernel's, lines. */
+export interface KernelLines { lines: readonly SourceRef[]; model_lines?: readonly SourceRef[]; sources: readonly string[] }
 
 /** The kernel's model lines that are in files (a module, a library), not cells. */
-export function fileLines(k: Kernel): SourceRef[] {
+export function fileLines(k: KernelLines): SourceRef[] {
   return (k.model_lines ?? []).filter((l) => l.cell == null && l.file);
 }
 
-/** Cell lines, then the model's own lines in files: `[5]:3 (modeling_bert.py:413)`. */
-export function kernelLineText(k: Kernel, limit = 4): string {
-  const parts = k.lines.slice(0, limit).map(refText);
-  if (k.lines.length > limit) parts.push(`+${k.lines.length - limit}`);
-  let text = parts.join(" ");
+/** kernelLineText in pieces: text, and the references that a view may show as links (lineRef is their text). */
+export function kernelLineParts(k: KernelLines, limit = 4): (string | SourceRef)[] {
+  const parts: (string | SourceRef)[] = [];
+  k.lines.slice(0, limit).forEach((l, i) => { if (i) parts.push(" "); parts.push(l); });
+  if (k.lines.length > limit) parts.push(` +${k.lines.length - limit}`);
   const inside = fileLines(k);
   if (inside.length) {
-    const inner = inside.slice(0, 2).map(refText).join(", ") + (inside.length > 2 ? `, +${inside.length - 2}` : "");
-    text = text ? `${text} (${inner})` : inner;
+    if (parts.length) parts.push(" (");
+    inside.slice(0, 2).forEach((l, i) => { if (i) parts.push(", "); parts.push(l); });
+    if (inside.length > 2) parts.push(`, +${inside.length - 2}`);
+    if (k.lines.length) parts.push(")");
   }
-  return text || k.sources.slice(0, 2).join(", ");
+  return parts.length ? parts : [k.sources.slice(0, 2).join(", ")];
+}
+
+/** Cell lines, then the model's own lines in files: `[5]:3 (modeling_bert.py:413)`; else the library frames. */
+export function kernelLineText(k: KernelLines, limit = 4): string {
+  return kernelLineParts(k, limit).map((p) => (typeof p === "string" ? p : lineRef(p))).join("");
 }
 
 export interface AnnotatedLine { line: number; code: string; kernels: string[]; flops: number; bytes: number; heat: number }

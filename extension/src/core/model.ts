@@ -2,9 +2,13 @@
 // Pure logic: no DOM. The parser checks structure, not every optional field; it rejects what would make
 // the views crash (wrong types where the views index or iterate) with a message naming the path.
 
+import { stepRowText, unfoldedRows } from "./steps";
+
 export const PANEL_SCHEMA = "xla_lab.panel/1";
 
-export interface SourceRef { cell: number | null; line: number; code?: string | null; file?: string; function?: string }
+/** A source line: a cell's (`cell`: its prompt, null when unknown) or a file's (`file`). lineRef (format.ts)
+ * shows it: `[5]:3`, `modeling_bert.py:413`, `[?]:3`. */
+export interface SourceRef { cell: number | null; line: number; file?: string | null; code?: string | null; function?: string | null }
 
 export interface Kernel {
   name: string; kind: string; computation?: string;
@@ -54,7 +58,21 @@ export interface Graph {
   name: string; hash: string; nodes: GraphNode[]; edges: [number, number][]; roots: number[];
 }
 
+/** One row of the step table (summary.rows), folded by the Python side (panel_model.py): a run of steps
+ * with the same graph, cache result, cause and line. `text` is the row's one-line form (stepRowText). */
+export interface StepRow {
+  /** "0", or "3-199 (197x)" for a folded run */
+  steps: string; first: number; last: number; count: number;
+  cache: string; cause: string; ref: SourceRef | null;
+  /** the graph's hash, 12 characters */
+  graph: string;
+  compile_s: number | null; execute_s: number | null; trace_s: number | null;
+  text: string;
+}
+
 export interface Summary {
+  /** the step table; a saved output without it gets one row per step (steps.ts unfoldedRows) */
+  rows: StepRow[];
   steps: number; compiles: number; cache_hits: number; precompiled: number;
   trace_s: number; compile_s: number; execute_s: number; transfer_s: number;
   recompiles: { step: number; reason: string }[]; warnings: string[];
@@ -83,10 +101,15 @@ export interface Run { execution_count: number | null; started_at: number; steps
 export interface ProfileKernel {
   graph_hash: string; name: string; kind: string; count: number; total_ns: number; mean_ns: number; longest_ns: number;
   share: number; flops: number; bytes: number; flops_per_s: number | null; bytes_per_s: number | null;
-  roof_share: number | null; bound: string | null; lines: string;
+  roof_share: number | null; bound: string | null;
+  /** cell lines, the model's lines and library frames, as a fusion kernel's (kernelLineText shows them) */
+  lines: SourceRef[]; model_lines: SourceRef[]; sources: string[];
+  /** an output saved before the lines were references: they as one text, shown as it is */
+  lines_text?: string;
 }
 export interface ProfileLine {
-  label: string; cell: number | null; line: number | null; file: string | null; code: string | null;
+  /** the Python side's text of the line (the tab shows lineRef of cell / line / file instead) */
+  label?: string; cell: number | null; line: number | null; file: string | null; code: string | null;
   total_ns: number; share: number; kernels: string[];
 }
 export interface ProfileStep {
@@ -193,14 +216,29 @@ export function parseGraph(v: unknown, path = "graph"): Graph {
   return { name: str(o.name ?? "graph", `${path}.name`), hash: str(o.hash ?? "", `${path}.hash`), nodes, edges, roots };
 }
 
-function parseRef(v: unknown, path: string): SourceRef {
+/** A SourceRef as it came (its optional fields kept as given, null included), checked. */
+export function parseRef(v: unknown, path: string): SourceRef {
   const lo = obj(v, path);
-  const ref: SourceRef = { cell: numOrNull(lo.cell ?? null, `${path}.cell`), line: num(lo.line, `${path}.line`),
-    code: strOrNull(lo.code ?? null, `${path}.code`) };
-  const file = strOrNull(lo.file ?? null, `${path}.file`), fn = strOrNull(lo.function ?? null, `${path}.function`);
-  if (file !== null) ref.file = file;
-  if (fn !== null) ref.function = fn;
+  const ref: SourceRef = { ...lo, cell: numOrNull(lo.cell ?? null, `${path}.cell`), line: num(lo.line, `${path}.line`) };
+  for (const k of ["file", "code", "function"] as const) if (lo[k] !== undefined) ref[k] = strOrNull(lo[k], `${path}.${k}`);
   return ref;
+}
+
+function parseStepRow(v: unknown, path: string): StepRow {
+  const o = obj(v, path);
+  const row: StepRow = {
+    ...(o as unknown as StepRow),
+    steps: str(o.steps, `${path}.steps`),
+    first: num(o.first, `${path}.first`), last: num(o.last, `${path}.last`), count: num(o.count, `${path}.count`),
+    cache: str(o.cache, `${path}.cache`), cause: str(o.cause ?? "", `${path}.cause`),
+    ref: o.ref == null ? null : parseRef(o.ref, `${path}.ref`),
+    graph: str(o.graph ?? "", `${path}.graph`),
+    compile_s: numOrNull(o.compile_s, `${path}.compile_s`), execute_s: numOrNull(o.execute_s, `${path}.execute_s`),
+    trace_s: numOrNull(o.trace_s, `${path}.trace_s`),
+    text: "",
+  };
+  row.text = o.text === undefined ? stepRowText(row) : str(o.text, `${path}.text`);
+  return row;
 }
 
 function parseKernel(v: unknown, path: string): Kernel {
@@ -254,9 +292,11 @@ function parseCapture(v: unknown, path: string): Capture {
 
 const SUMMARY_NUMBERS = ["steps", "compiles", "cache_hits", "precompiled", "trace_s", "compile_s", "execute_s", "transfer_s"] as const;
 
-function parseSummary(v: unknown, path: string): Summary {
+/** The summary; `capture` gives the rows of an output saved before summary.rows existed (one per step). */
+function parseSummary(v: unknown, path: string, capture: Capture): Summary {
   const o = obj(v, path);
   const out: Obj = {};
+  out.rows = o.rows == null ? unfoldedRows(capture) : arr(o.rows, `${path}.rows`).map((r, i) => parseStepRow(r, `${path}.rows[${i}]`));
   for (const k of SUMMARY_NUMBERS) out[k] = num(o[k] ?? 0, `${path}.${k}`);
   out.recompiles = arr(o.recompiles ?? [], `${path}.recompiles`).map((r, i) => {
     const ro = obj(r, `${path}.recompiles[${i}]`);
@@ -319,10 +359,11 @@ export function parsePanelModel(raw: unknown): PanelModel {
   if (main !== null && !(main in graphs) && Object.keys(graphs).length > 0) {
     throw new PanelModelError(`invalid xla_lab panel model: main_graph ${JSON.stringify(main)} is not in model.graphs`);
   }
+  const capture = parseCapture(o.capture, "model.capture");
   return {
     schema,
-    capture: parseCapture(o.capture, "model.capture"),
-    summary: parseSummary(o.summary, "model.summary"),
+    capture,
+    summary: parseSummary(o.summary, "model.summary", capture),
     main_graph: main,
     graphs,
     source_lines: arr(o.source_lines ?? [], "model.source_lines").map((l, i) => {
@@ -377,9 +418,17 @@ function numMap(v: unknown, path: string): Record<string, number> {
 
 function parseProfileLine(v: unknown, path: string): ProfileLine {
   const o = obj(v, path);
-  return { label: str(o.label, `${path}.label`), cell: numOrNull(o.cell, `${path}.cell`), line: numOrNull(o.line, `${path}.line`),
+  return { label: str(o.label ?? "", `${path}.label`), cell: numOrNull(o.cell, `${path}.cell`), line: numOrNull(o.line, `${path}.line`),
     file: strOrNull(o.file, `${path}.file`), code: strOrNull(o.code, `${path}.code`), total_ns: num(o.total_ns, `${path}.total_ns`),
     share: num(o.share, `${path}.share`), kernels: strList(o.kernels, `${path}.kernels`) };
+}
+
+/** A profiled kernel's lines: references (as a fusion kernel's), or the one text of an older saved output. */
+function profileKernelLines(ko: Obj, p: string): Pick<ProfileKernel, "lines" | "model_lines" | "sources" | "lines_text"> {
+  const refs = (key: "lines" | "model_lines") => arr(ko[key] ?? [], `${p}.${key}`).map((l, i) => parseRef(l, `${p}.${key}[${i}]`));
+  const model_lines = refs("model_lines"), sources = strList(ko.sources, `${p}.sources`);
+  if (typeof ko.lines === "string") return { lines: [], model_lines, sources, lines_text: ko.lines };
+  return { lines: refs("lines"), model_lines, sources };
 }
 
 /** The Profile tab's data; a wrong type anywhere the tab reads is rejected with its path. */
@@ -398,7 +447,7 @@ export function parseProfile(v: unknown, path: string): Profile {
       longest_ns: num(ko.longest_ns ?? 0, `${p}.longest_ns`), share: num(ko.share, `${p}.share`), flops: num(ko.flops ?? 0, `${p}.flops`),
       bytes: num(ko.bytes ?? 0, `${p}.bytes`), flops_per_s: numOrNull(ko.flops_per_s, `${p}.flops_per_s`),
       bytes_per_s: numOrNull(ko.bytes_per_s, `${p}.bytes_per_s`), roof_share: numOrNull(ko.roof_share, `${p}.roof_share`),
-      bound: strOrNull(ko.bound, `${p}.bound`), lines: str(ko.lines ?? "", `${p}.lines`) };
+      bound: strOrNull(ko.bound, `${p}.bound`), ...profileKernelLines(ko, p) };
   });
   const steps = arr(o.steps ?? [], `${path}.steps`).map((st, i) => {
     const p = `${path}.steps[${i}]`, so = obj(st, p);

@@ -1,19 +1,42 @@
-// Rows of the summary's step table: runs of identical cache hits folded into one row.
-import type { Step } from "./model";
+// The step table's rows. The Python side folds them (summary.rows, panel_model.py); here: their one-line
+// text, the row of a step, and the rows of an output saved before summary.rows existed (one per step,
+// not folded).
+import { lineRef } from "./format";
+import type { Capture, SourceRef, Step, StepRow } from "./model";
 
-export interface StepRow { first: number; last: number; count: number; cache: string; compile_s: number; execute_s: number; cause: string; line: number | null; code: string | null }
-
-export function stepRows(steps: readonly Step[]): StepRow[] {
-  const rows: StepRow[] = [];
-  for (const s of steps) {
-    const prev = rows[rows.length - 1];
-    const compile = s.timings?.compile_s ?? 0, execute = s.timings?.execute_s ?? 0;
-    if (prev && s.cache === "hit" && prev.cache === "hit" && prev.cause === s.sync_cause && prev.line === (s.sync_line ?? null)) {
-      prev.last = s.index; prev.count++; prev.compile_s += compile; prev.execute_s += execute;
-      continue;
-    }
-    rows.push({ first: s.index, last: s.index, count: 1, cache: s.cache, compile_s: compile, execute_s: execute,
-      cause: s.sync_cause, line: s.sync_line ?? null, code: s.sync_code ?? null });
+/** A row's one-line form, the same text Python builds: `3-199 (197x) | hit | torch_xla.sync() @ [5]:7: xm.mark_step()`
+ * (` @ ref` when the row has a line, `: code` when that line's code is known). */
+export function stepRowText(row: Pick<StepRow, "steps" | "cache" | "cause" | "ref">): string {
+  let text = `${row.steps} | ${row.cache} | ${row.cause}`;
+  if (row.ref) {
+    text += ` @ ${lineRef(row.ref)}`;
+    if (row.ref.code) text += `: ${row.ref.code}`;
   }
-  return rows;
+  return text;
+}
+
+/** The line a step synced at, as a line of the capture's cell (its prompt; `[?]` when unknown), else null.
+ * Only for outputs saved before summary.rows: the rows carry their line otherwise. */
+export function stepSourceRef(capture: Pick<Capture, "execution_count">, step: Step): SourceRef | null {
+  if (step.sync_line == null) return null;
+  return { cell: capture.execution_count, line: step.sync_line, code: step.sync_code ?? null };
+}
+
+/** One row per step, not folded: the step table of an output saved without summary.rows. */
+export function unfoldedRows(capture: Pick<Capture, "execution_count" | "steps">): StepRow[] {
+  return capture.steps.map((s) => {
+    const row: StepRow = {
+      steps: String(s.index), first: s.index, last: s.index, count: 1, cache: s.cache, cause: s.sync_cause ?? "",
+      ref: stepSourceRef(capture, s), graph: (s.graph_hash ?? "").slice(0, 12),
+      compile_s: s.timings?.compile_s ?? null, execute_s: s.timings?.execute_s ?? null, trace_s: s.timings?.trace_s ?? null,
+      text: "",
+    };
+    row.text = stepRowText(row);
+    return row;
+  });
+}
+
+/** The row that holds step `index` (its first..last), else null. */
+export function rowOfStep(rows: readonly StepRow[], index: number): StepRow | null {
+  return rows.find((r) => r.first <= index && index <= r.last) ?? null;
 }

@@ -6,7 +6,7 @@ import type { ISessionContext } from "@jupyterlab/apputils";
 import type { KernelMessage } from "@jupyterlab/services";
 import { Widget } from "@lumino/widgets";
 import {
-  CaptureStore, captureKey, captureOfIopub, captureOfOutput, captureTitle, defaultPair, quietCaptureOfIopub, stepId, stepLabel, stepListOf,
+  CaptureStore, captureKey, captureOfIopub, captureOfOutput, captureTitle, defaultPair, quietCaptureOfIopub, stepId, stepIdOf, stepLabel, stepListOf,
   type CaptureEntry, type Origin, type StepRef,
 } from "../core/captures";
 import { fmtSeconds, lineRef } from "../core/format";
@@ -250,14 +250,14 @@ export class XlaSidebar extends Widget {
         `[${e.model.capture.execution_count ?? " "}] \u00b7 ${s.steps} step${s.steps === 1 ? "" : "s"}, ${s.compiles} compiled, ${s.cache_hits} hits \u00b7 ${tag}`)));
     const ul = h("ul", { class: "xla-lab-steps" });
     for (const row of stepListOf(e)) {
-      const step = e.model.capture.steps.find((x) => x.index === row.first)!;
-      const id = stepId({ entry: e, step });
-      const label = row.count > 1 ? `steps ${row.first}-${row.last} (${row.count}x)` : `step ${row.first}`;
-      const reason = step.recompile_reason ?? e.model.summary.recompiles.find((r) => r.step === row.first)?.reason ?? null;
+      const step = e.model.capture.steps.find((x) => x.index === row.first);
+      const id = stepIdOf(e, row.first);
+      const label = row.count > 1 ? `steps ${row.steps}` : `step ${row.steps}`;
+      const reason = step?.recompile_reason ?? e.model.summary.recompiles.find((r) => r.step === row.first)?.reason ?? null;
       const b = h("button", { type: "button", class: `xla-lab-step xla-cache-${row.cache}`, "data-step-id": id, "data-step": String(row.first), "data-cache": row.cache,
         "aria-selected": String(this.selected === id), title: reason ? `recompile reason: ${reason}` : row.cause },
         h("span", { class: "xla-lab-step-name" }, label), h("span", { class: `xla-badge xla-cache-${row.cache}` }, row.cache),
-        h("span", { class: "xla-muted" }, ` ${row.cache === "hit" ? fmtSeconds(row.execute_s) : fmtSeconds(row.compile_s)} \u00b7 ${row.cause}${row.line != null ? ` @ ${lineRef({ cell: e.model.capture.execution_count, line: row.line })}` : ""}`));
+        h("span", { class: "xla-muted" }, ` ${row.cache === "hit" ? fmtSeconds(row.execute_s) : fmtSeconds(row.compile_s)} \u00b7 ${row.cause}${row.ref ? ` @ ${lineRef(row.ref)}` : ""}`));
       b.addEventListener("click", () => void this.openStep(id));
       ul.append(h("li", null, b));
     }

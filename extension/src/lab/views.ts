@@ -1,6 +1,6 @@
 // The side panel's big views, loaded lazily (with the cell panel's renderers): one step at full size
 // and the comparison of two steps. Graphviz comes from the extension's own lazily loaded chunk.
-import { compareSteps, stepLabel, type StepRef } from "../core/captures";
+import { compareSteps, stepLabel, stepRefOf, type StepRef } from "../core/captures";
 import { DIFF_COLORS, unitDiffStatus, type DiffStatus } from "../core/graphdiff";
 import { fmtSeconds, lineRef } from "../core/format";
 import type { SourceRef } from "../core/model";
@@ -26,10 +26,10 @@ export function stepView(r: StepRef, deps: ViewDeps, t0: number): Disposable {
   const model = r.step.graph_hash in graphs ? { ...base, main_graph: r.step.graph_hash } : base;
   view.setModel(model, t0);
   view.selectTab("graph");
-  const st = r.step;
+  const st = r.step, ref = stepRefOf(r);
   const head = h("div", { class: "xla-lab-view-head" },
     h("h3", null, stepLabel(r)),
-    h("span", { class: "xla-muted" }, `${st.sync_cause}${st.sync_line != null ? ` @ ${lineRef({ cell: r.entry.model.capture.execution_count, line: st.sync_line })}` : ""} \u00b7 compile ${fmtSeconds(st.timings.compile_s ?? 0)} \u00b7 execute ${fmtSeconds(st.timings.execute_s ?? 0)}`),
+    h("span", { class: "xla-muted" }, `${st.sync_cause}${ref ? ` @ ${lineRef(ref)}` : ""} \u00b7 compile ${fmtSeconds(st.timings.compile_s ?? 0)} \u00b7 execute ${fmtSeconds(st.timings.execute_s ?? 0)}`),
     st.recompile_reason ? h("div", { class: "xla-lab-reason-inline" }, `recompile reason: ${st.recompile_reason}`) : null);
   const el = h("div", { class: "xla-lab-step-view", "data-step": String(st.index), "data-graph": st.graph_hash }, head, view.el);
   return { el, dispose: () => view.destroy() };

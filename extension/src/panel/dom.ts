@@ -1,5 +1,6 @@
 // Tiny DOM helpers. Text always goes in through textContent: no user string ever reaches innerHTML.
 import { lineRef } from "../core/format";
+import { kernelLineParts, type KernelLines } from "../core/kernels";
 import type { SourceRef } from "../core/model";
 
 type Child = Node | string | number | null | undefined | false;
@@ -76,20 +77,31 @@ export function clippedList<T>(parent: HTMLElement, items: readonly T[], render:
 
 type LineLike = { cell?: number | null; line: number | null; code?: string | null; file?: string | null };
 
-/** Source lines as `lineRef` text (`[5]:3, [5]:7 +2`), each a link to its cell when `onSource` is given
- * (cell lines only: a file's line has no cell to show). */
+/** One source line as its `lineRef` text, a link to its cell when `onSource` is given (cell lines only:
+ * a file's line has no cell to show). */
+export function lineLink(l: LineLike, onSource?: (ref: SourceRef) => void): Node {
+  const text = lineRef(l);
+  if (!onSource || l.line == null || l.file) return document.createTextNode(text);
+  const a = h("span", { class: "xla-source-link", role: "link", tabindex: "0", title: "show this line in the notebook" }, text);
+  const ref: SourceRef = { cell: l.cell ?? null, line: l.line, code: l.code ?? null };
+  a.addEventListener("click", (e) => { e.stopPropagation(); onSource(ref); });
+  return a;
+}
+
+/** Source lines as `lineRef` text (`[5]:3, [5]:7 +2`), each a link to its cell when `onSource` is given. */
 export function lineLinks(lines: readonly LineLike[], onSource?: (ref: SourceRef) => void, max = 3): HTMLElement {
   const out = h("span", { class: "xla-line-refs" });
   lines.slice(0, max).forEach((l, i) => {
     if (i) out.append(", ");
-    const text = lineRef(l);
-    if (onSource && l.line != null && !l.file) {
-      const a = h("span", { class: "xla-source-link", role: "link", tabindex: "0", title: "show this line in the notebook" }, text);
-      const ref: SourceRef = { cell: l.cell ?? null, line: l.line, code: l.code ?? null };
-      a.addEventListener("click", (e) => { e.stopPropagation(); onSource(ref); });
-      out.append(a);
-    } else out.append(text);
+    out.append(lineLink(l, onSource));
   });
   if (lines.length > max) out.append(` +${lines.length - max}`);
+  return out;
+}
+
+/** A kernel's lines as kernelLineText writes them (`[5]:3 (modeling_bert.py:413)`), its cell lines links. */
+export function kernelLineLinks(k: KernelLines, onSource?: (ref: SourceRef) => void, limit = 4): HTMLElement {
+  const out = h("span", { class: "xla-line-refs" });
+  for (const p of kernelLineParts(k, limit)) out.append(typeof p === "string" ? p : lineLink(p, onSource));
   return out;
 }

@@ -2,9 +2,9 @@
 // annotated with the kernels each line feeds.
 import { kernelColor as hashColor } from "../core/dot";
 import { fmtBytes, fmtCount, lineRef } from "../core/format";
-import { annotateSource, fileLines, kernelLineText, sortKernels, type AnnotatedLine, type KernelSortKey } from "../core/kernels";
+import { annotateSource, fileLines, sortKernels, type AnnotatedLine, type KernelSortKey } from "../core/kernels";
 import type { Kernel, ModelFile, SourceLine, SourceRef } from "../core/model";
-import { h } from "./dom";
+import { h, kernelLineLinks } from "./dom";
 
 export interface FusionView { el: HTMLElement; focusKernel(name: string): void }
 
@@ -37,7 +37,7 @@ export function renderFusion(kernels: readonly Kernel[], source: readonly Source
         h("td", { class: "xla-num" }, fmtCount(k.flops, "FLOP")), h("td", { class: "xla-num" }, fmtBytes(k.bytes)),
         h("td", { class: "xla-num" }, String(k.members.length)),
         h("td", null, k.aten_ops.slice(0, 3).map((o) => o.replace(/^aten::/, "")).join(", ") + (k.aten_ops.length > 3 ? ` +${k.aten_ops.length - 3}` : "")),
-        h("td", null, kernelLineText(k) + (k.lines_inferred ? " (inferred)" : "")));
+        h("td", null, kernelLineLinks(k, onSource), k.lines_inferred ? " (inferred)" : ""));
       tr.addEventListener("click", () => {
         if (open.has(k.name)) open.delete(k.name); else { open.add(k.name); if (openShowsSource && onSource && k.lines.length) onSource(k.lines[0]); }
         drawTable();
@@ -62,7 +62,7 @@ export function renderFusion(kernels: readonly Kernel[], source: readonly Source
           return li;
         })) : "-"),
       fileLines(k).length ? h("div", null, h("b", null, "model lines (outside the cell): "),
-        h("ul", null, fileLines(k).map((l) => h("li", null, `${l.file}:${l.line}${l.function ? ` (${l.function})` : ""} `,
+        h("ul", null, fileLines(k).map((l) => h("li", { title: l.file ?? "" }, `${lineRef(l)}${l.function ? ` (${l.function})` : ""} `,
           l.code ? h("code", null, l.code) : "")))) : null,
       k.sources.length ? h("div", null, h("b", null, "library frames: "), k.sources.join(", ")) : null,
       h("div", null, h("b", null, "computation: "), h("code", null, k.computation ?? "-")));

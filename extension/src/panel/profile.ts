@@ -2,9 +2,9 @@
 // bytes and its roofline reading, per cell line and model line (shaded by time), per aten op, per step, a
 // timeline of the profiler's host and device lanes, and the comparison with the cell's previous profiled run.
 import { kernelColor as hashColor } from "../core/dot";
-import { fmtBytes, fmtCount, fmtNs, fmtShare } from "../core/format";
+import { fmtBytes, fmtCount, fmtNs, fmtShare, lineRef } from "../core/format";
 import type { Profile, ProfileLine, SourceRef } from "../core/model";
-import { breakable, h, s } from "./dom";
+import { breakable, h, kernelLineLinks, s } from "./dom";
 
 export interface ProfileOptions { onKernel?: (name: string) => void; onSource?: (ref: SourceRef) => void; color?: (kernel: string) => string }
 export type TimelineRow = [string, string, number, number, number];
@@ -52,7 +52,7 @@ function kernelsTable(p: Profile, opts: ProfileOptions): HTMLElement {
         fmtCount(k.flops, "FLOP"), h("br"), fmtBytes(k.bytes)),
       h("td", { class: "xla-num", title: "achieved rate, its share of this machine's peak, and what bounds the kernel" },
         achieved, h("br"), fmtShare(k.roof_share), " ", h("span", { class: `xla-bound-${k.bound ?? "none"}` }, k.bound ?? "-")),
-      h("td", null, k.lines));
+      h("td", null, k.lines_text ?? kernelLineLinks(k, opts.onSource)));
     if (opts.onKernel) tr.addEventListener("click", () => opts.onKernel!(k.name));
     return tr;
   });
@@ -65,7 +65,8 @@ function linesBlock(title: string, lines: readonly ProfileLine[], opts: ProfileO
   const top = lines.length ? lines[0].share : 1;
   const rows = lines.slice(0, 60).map((ln) => {
     const shade = top > 0 ? ln.share / top : 0;
-    const label = h("code", { class: "xla-line-ref" }, ln.label);
+    // (a row with no line, the kernels without one, keeps the Python side's words for it)
+    const label = h("code", { class: "xla-line-ref" }, ln.line != null ? lineRef(ln) : ln.label || "-");
     const tr = h("tr", { class: "xla-profile-line", style: `background:rgba(214,69,65,${(0.35 * shade).toFixed(3)})` },
       h("td", null, label), h("td", { class: "xla-num" }, fmtNs(ln.total_ns)), h("td", { class: "xla-nowrap" }, bar(ln.share), " ", fmtShare(ln.share)),
       h("td", null, h("code", null, (ln.code ?? "").trim())), h("td", null, ln.kernels.slice(0, 4).join(", ") + (ln.kernels.length > 4 ? ` +${ln.kernels.length - 4}` : "")));

@@ -1,7 +1,6 @@
 import { fmtSeconds } from "../core/format";
 import type { PanelModel, RankRow, SourceRef } from "../core/model";
-import { stepRows } from "../core/steps";
-import { clipped, clippedList, h, lineLinks } from "./dom";
+import { clipped, clippedList, h, lineLink } from "./dom";
 
 /** `onSource`: JupyterLab, a step's line links to the cell (the capture's own: its prompt). */
 export function renderSummary(m: PanelModel, onSource?: (ref: SourceRef) => void): HTMLElement {
@@ -23,15 +22,16 @@ export function renderSummary(m: PanelModel, onSource?: (ref: SourceRef) => void
       clippedList(h("ul", { class: "xla-recompiles" }), s.recompiles, (r) => h("li", null, h("b", null, `step ${r.step}: `), clipped(r.reason, 1500)), 50));
   }
   if (s.ranks.length) out.append(h("h4", null, `Ranks (${s.ranks.length})`), renderRanks(s.ranks));
-  const rows = stepRows(m.capture.steps);
+  // the rows as the Python side folded them (an older saved output: one per step)
+  const rows = s.rows;
   const shown = rows.slice(0, 200);
   const table = h("table", { class: "xla-table xla-steps" },
     h("thead", null, h("tr", null, ["step", "cache", "compile", "execute", "cause / line"].map((t) => h("th", null, t)))),
-    h("tbody", null, shown.map((r) => h("tr", { class: `xla-cache-${r.cache}` },
-      h("td", null, r.count > 1 ? `${r.first}-${r.last} (${r.count}\u00d7)` : String(r.first)),
+    h("tbody", null, shown.map((r) => h("tr", { class: `xla-cache-${r.cache}`, "data-step": String(r.first) },
+      h("td", null, r.steps),
       h("td", null, r.cache), h("td", { class: "xla-num" }, fmtSeconds(r.compile_s)), h("td", { class: "xla-num" }, fmtSeconds(r.execute_s)),
-      h("td", null, clipped(r.cause, 300), r.line != null ? h("span", null, " @ ", lineLinks([{ cell: m.capture.execution_count, line: r.line, code: r.code }], onSource)) : "",
-        r.code ? h("code", null, clipped(`: ${r.code}`, 200)) : "")))));
+      h("td", null, clipped(r.cause, 300), r.ref ? h("span", null, " @ ", lineLink(r.ref, onSource)) : "",
+        r.ref?.code ? h("code", null, clipped(`: ${r.ref.code}`, 200)) : "")))));
   out.append(h("h4", null, "Steps"), table);
   if (rows.length > shown.length) out.append(h("p", { class: "xla-muted" }, `${rows.length - shown.length} more rows`));
   return out;
