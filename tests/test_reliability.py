@@ -616,14 +616,21 @@ def test_store_forgets_the_oldest_stubs_beyond_its_bound(ip, probe, xla_cell, fr
 
 
 def test_store_caps_come_from_the_environment(monkeypatch):
+    from xla_lab import settings
     from xla_lab.capture.store import ArtifactStore
 
-    monkeypatch.setenv("XLA_LAB_MAX_GRAPHS", "7")
-    monkeypatch.setenv("XLA_LAB_MAX_GRAPH_MB", "3")
-    store = ArtifactStore()
-    assert store.max_graphs == 7 and store.max_bytes == 3 << 20
-    monkeypatch.setenv("XLA_LAB_MAX_GRAPHS", "not a number")
-    assert ArtifactStore().max_graphs == 200
+    try:
+        monkeypatch.setenv("XLA_LAB_MAX_GRAPHS", "7")
+        monkeypatch.setenv("XLA_LAB_MAX_GRAPH_MB", "3")
+        settings.reload()  # (read once, when xla_lab loads: the test reads them again)
+        store = ArtifactStore()
+        assert store.max_graphs == 7 and store.max_bytes == 3 << 20
+        monkeypatch.setenv("XLA_LAB_MAX_GRAPHS", "not a number")
+        settings.reload()
+        assert ArtifactStore().max_graphs == 200
+    finally:
+        monkeypatch.undo()
+        settings.reload()
 
 
 def test_dump_directory_and_logs_stay_empty_between_cells(ip, probe, xla_cell, fresh_dim):
