@@ -149,4 +149,4 @@ def test_the_check_sees_imports_inside_functions():
     g = graph()
     assert "xla_lab.view.panel" in g["xla_lab.view.progress"] or "xla_lab.view.panel_model" in g["xla_lab.view.progress"]
     assert "xla_lab.hlo.parser" in g["xla_lab.hlo.lazy_graph"]
-    assert "xla_lab.capture.recovery" in g["xla_lab.cell_run"]  # imported inside repair_lost_tensors
+    assert "xla_lab.capture.recovery" in g["xla_lab.cell_run"]  # imported inside repair_and_note_lost_tensors
