@@ -150,3 +150,30 @@ def test_the_check_sees_imports_inside_functions():
     assert "xla_lab.view.panel" in g["xla_lab.view.progress"] or "xla_lab.view.panel_model" in g["xla_lab.view.progress"]
     assert "xla_lab.hlo.parser" in g["xla_lab.hlo.lazy_graph"]
     assert "xla_lab.capture.recovery" in g["xla_lab.cell_run"]  # imported inside repair_and_note_lost_tensors
+
+
+def readme_layout() -> set[str]:
+    """The modules the README's layout tree names: ``  name.py`` under ``xla_lab/``, ``  pkg/`` (its
+    ``__init__.py``) and ``    name.py`` under it."""
+    text = (PACKAGE.parent / "README.md").read_text()
+    tree = text.split("\n## Layout\n", 1)[1].split("```", 2)[1]
+    found: set[str] = set()
+    inside, package = False, None
+    for line in tree.splitlines():
+        indent, name = len(line) - len(line.lstrip(" ")), line.strip().split(" ", 1)[0]
+        if not name:
+            continue
+        if indent == 0:
+            inside = name == "xla_lab/"
+        elif inside and indent == 2:
+            package = name[:-1] if name.endswith("/") else None
+            found.add(f"{package}/__init__.py" if package else name)
+        elif inside and indent == 4 and package:
+            found.add(f"{package}/{name}")
+    return found
+
+
+def test_the_readme_layout_names_every_module():
+    tree = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")}
+    named = readme_layout()
+    assert (sorted(tree - named), sorted(named - tree)) == ([], [])  # (missing from the README, not in the tree)
