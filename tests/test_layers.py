@@ -1,9 +1,20 @@
 """The package's layers, checked from its source (every import, at module level or inside a function):
-data flows one way. ``hlo`` (pure analysis of XLA's text) imports only itself; ``capture`` (one cell
-run -> records) adds ``hlo``; ``profile`` (measured time) adds ``capture``; ``precompile`` and ``view``
-add ``capture`` (``view`` also ``profile``); neither imports the other,
-and views never import torch; the top-level modules (session, cell_run, hooks, magics) tie them
-together. No module depends on itself through others."""
+data flows one way, and a module imports only modules below it in ``ORDER``:
+
+    settings < runtime, interrupts, compat < the layers < launch < session < cell_run < hooks < magics
+    < frontend < xla_lab (__init__)
+
+``settings`` imports nothing of xla_lab's; the base modules (runtime, interrupts, compat) import only
+``settings``; anyone may import either. Within the layers, ``hlo`` (pure analysis of XLA's text)
+imports only itself; ``capture`` (one cell run -> records) adds ``hlo``; ``profile`` (measured time)
+adds ``capture``; ``precompile`` and ``view`` add ``capture`` (``view`` also ``profile``); neither
+imports the other, and views never import torch. The top-level modules above them tie them to
+IPython: ``launch`` (multi-process work: workers' environment) is used by the session and by a cell's
+run; ``session`` (one kernel's state) and ``cell_run`` (one cell's run, handed the session) do not
+import each other; ``hooks`` (IPython's events) runs cells; ``magics`` (%%xla, %xla) uses hooks;
+``frontend`` (what JupyterLab's extension calls) uses the magics' channel to the side panel; the
+package's ``__init__`` (the public API, %load_ext) is the top, and nothing imports it. No module
+depends on itself through others."""
 
 from __future__ import annotations
 
@@ -11,7 +22,20 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "xla_lab"
-BASE = {"xla_lab.runtime", "xla_lab.interrupts", "xla_lab.compat"}  # import nothing of xla_lab's; anyone may import them
+LAYERS = "the layers"  # every module of hlo, capture, profile, precompile and view (ALLOWED orders them)
+ORDER = [  # lowest first: a module imports only modules of the entries before its own
+    {"xla_lab.settings"},
+    {"xla_lab.runtime", "xla_lab.interrupts", "xla_lab.compat"},
+    LAYERS,
+    {"xla_lab.launch"},
+    {"xla_lab.session"},
+    {"xla_lab.cell_run"},
+    {"xla_lab.hooks"},
+    {"xla_lab.magics"},
+    {"xla_lab.frontend"},
+    {"xla_lab"},
+]
+BASE = ORDER[0] | ORDER[1]  # anyone may import them
 ALLOWED = {
     "hlo": {"hlo"},
     "capture": {"capture", "hlo"},
@@ -59,21 +83,33 @@ def layer(module: str) -> str | None:
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED) else None
 
 
+def rank(module: str) -> int | None:
+    """The entry of ``ORDER`` that holds ``module``."""
+    if layer(module) is not None:
+        return ORDER.index(LAYERS)
+    return next((i for i, entry in enumerate(ORDER) if entry != LAYERS and module in entry), None)
+
+
+def test_every_module_has_its_place_in_the_order():
+    """A new top-level module must be placed in ORDER (and the README's layout) to be checked."""
+    assert [m for m in graph() if rank(m) is None] == []
+    assert not [m for entry in ORDER if entry != LAYERS for m in entry if m not in graph()]
+
+
+def test_every_module_imports_only_what_is_below_it():
+    bad = [(module, d) for module, deps in graph().items() for d in deps
+           if not (rank(d) < rank(module) or rank(d) == rank(module) == ORDER.index(LAYERS))]
+    assert not bad, "imports against the order: " + ", ".join(f"{a} -> {b}" for a, b in sorted(bad))
+
+
 def test_every_layer_imports_only_what_is_below_it():
     bad = []
     for module, deps in graph().items():
         own = layer(module)
-        if module in BASE:
-            bad += [(module, d) for d in deps]
-            continue
         if own is None:
-            continue  # the top level ties the layers together
+            continue  # (the order above checks the rest)
         for d in deps:
-            if d in BASE or d == "xla_lab":
-                if d == "xla_lab":
-                    bad.append((module, d))
-                continue
-            if layer(d) not in ALLOWED[own]:
+            if d not in BASE and layer(d) not in ALLOWED[own]:
                 bad.append((module, d))
     assert not bad, "imports against the layers: " + ", ".join(f"{a} -> {b}" for a, b in bad)
 
@@ -90,9 +126,6 @@ def test_views_never_import_torch():
 
 def test_no_module_depends_on_itself():
     g = graph()
-    g.pop("xla_lab", None)  # the public facade imports the layers; nothing imports it back
-    for deps in g.values():
-        deps.discard("xla_lab")
     state: dict[str, int] = {}
     path: list[str] = []
 
@@ -116,4 +149,31 @@ def test_the_check_sees_imports_inside_functions():
     g = graph()
     assert "xla_lab.view.panel" in g["xla_lab.view.progress"] or "xla_lab.view.panel_model" in g["xla_lab.view.progress"]
     assert "xla_lab.hlo.parser" in g["xla_lab.hlo.lazy_graph"]
-    assert "xla_lab.capture.recovery" in g["xla_lab.cell_run"]  # imported inside repair_lost_tensors
+    assert "xla_lab.capture.recovery" in g["xla_lab.cell_run"]  # imported inside repair_and_note_lost_tensors
+
+
+def readme_layout() -> set[str]:
+    """The modules the README's layout tree names: ``  name.py`` under ``xla_lab/``, ``  pkg/`` (its
+    ``__init__.py``) and ``    name.py`` under it."""
+    text = (PACKAGE.parent / "README.md").read_text()
+    tree = text.split("\n## Layout\n", 1)[1].split("```", 2)[1]
+    found: set[str] = set()
+    inside, package = False, None
+    for line in tree.splitlines():
+        indent, name = len(line) - len(line.lstrip(" ")), line.strip().split(" ", 1)[0]
+        if not name:
+            continue
+        if indent == 0:
+            inside = name == "xla_lab/"
+        elif inside and indent == 2:
+            package = name[:-1] if name.endswith("/") else None
+            found.add(f"{package}/__init__.py" if package else name)
+        elif inside and indent == 4 and package:
+            found.add(f"{package}/{name}")
+    return found
+
+
+def test_the_readme_layout_names_every_module():
+    tree = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")}
+    named = readme_layout()
+    assert (sorted(tree - named), sorted(named - tree)) == ([], [])  # (missing from the README, not in the tree)

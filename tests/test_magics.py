@@ -228,6 +228,7 @@ def test_a_quiet_cell_reaches_the_side_panel_and_leaves_no_output():
     the notebook keeps nothing): its steps and summary, the rest when the side panel asks for it (a
     step of it opened); a cell that is not quiet sends no such message."""
     from kernels import Kernel
+    from test_frontend import run_silently, send_full_capture_code
 
     from xla_lab.view.panel import QUIET_MIME
     from xla_lab.view.saved_output import unpacked_payload
@@ -240,9 +241,10 @@ def test_a_quiet_cell_reaches_the_side_panel_and_leaves_no_output():
         msg = quiet.first("update_display_data")
         light = msg["content"]["data"][QUIET_MIME]
         key = light["capture"]
-        ask = f"xla_lab.magics.send_full_capture({key['cell_id']!r}, {key['execution_count']!r}, {key['started_at']!r})"
-        full_msg = k.run(f"import xla_lab.magics\n{ask}").first("update_display_data")
-        gone = k.run("xla_lab.magics.send_full_capture('no-such-cell', 1, 0.0)", ok=False)
+        # (the very code the extension sends, as it sends it: tests/test_frontend.py)
+        full_msg = run_silently(k, send_full_capture_code(key["cell_id"], key["execution_count"], key["started_at"])
+                                ).first("update_display_data")
+        gone = run_silently(k, send_full_capture_code("no-such-cell", 1, 0.0))
     kinds = [m["msg_type"] for m in quiet.messages if m["msg_type"] not in ("status", "execute_input")]
     assert kinds == ["update_display_data"], kinds
     assert msg["content"]["transient"]["display_id"].startswith("xla-lab-quiet-")

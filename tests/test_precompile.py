@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 
+from queue_helpers import settle, wait_until_done
 from xla_cells import run_xla
 
 SETUP = """
@@ -41,10 +42,10 @@ def queue(ip):
     q = xla_lab_queue()
     delay = q.idle_delay
     q.idle_delay = 1e6
-    q.wait_idle(timeout=120)
+    settle(q)
     q.jobs.clear()  # jobs other test modules' marked steps left behind
     yield q
-    q.wait_idle(timeout=120)
+    settle(q)
     q.idle_delay = delay
     q.paused = False
     q.marked.clear()
@@ -236,7 +237,7 @@ def test_pause_resume_and_clear(ip, queue, fresh_dim):
     queue.idle_delay = 1e6
     ip.run_line_magic("xla", f"queue add train_step x=6x{fresh_dim} y=6")
     ip.run_line_magic("xla", "queue resume")
-    queue.wait_idle(timeout=120)
+    wait_until_done(queue)
     assert [j.state for j in queue.jobs] == ["compiled"]
 
 

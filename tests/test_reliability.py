@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import xla_lab
+from queue_helpers import settle
 from xla_cells import run_xla
 from xla_lab.capture.recovery import LostTensor, LostTensorError
 
@@ -385,7 +386,7 @@ def test_interrupt_while_a_cell_waits_for_a_queue_job(ip, probe, fresh_dim, caps
     (tests/test_kernel_queue.py does the same in real kernels, at several moments.)"""
     q = xla_lab.queue()
     delay, q.idle_delay = q.idle_delay, 1e6
-    q.wait_idle(timeout=120)
+    settle(q)
     q.jobs.clear()  # jobs earlier tests' marked steps left behind
     h = fresh_dim + 2
     layers = ", ".join([f"torch.nn.Linear({h}, {h}), torch.nn.GELU()"] * 24)
@@ -441,7 +442,7 @@ def qstep(model, opt, x, y):
         assert [s.cache for s in c.steps] == ["precompiled"]
         ip.run_line_magic("xla", "queue run")  # the queue works on
     finally:
-        q.wait_idle(timeout=120)
+        settle(q)
         q.idle_delay = delay
         q.marked.clear()
         q.jobs.clear()
@@ -527,7 +528,7 @@ def test_train_loop_is_bitwise_identical_under_xla_cells(ip, tmp_path):
 def test_train_loop_is_bitwise_identical_with_the_queue_on(ip, tmp_path):
     q = xla_lab.queue()
     delay, q.idle_delay = q.idle_delay, 1e6
-    q.wait_idle(timeout=120)
+    settle(q)
     q.jobs.clear()  # jobs earlier tests' marked steps left behind
     try:
         assert ip.run_cell(TRAIN_SETUP.replace("{h}", "18").replace("def nstep", "@xla_lab.step\ndef nstep")
@@ -543,7 +544,7 @@ def test_train_loop_is_bitwise_identical_with_the_queue_on(ip, tmp_path):
         assert "precompiled" in caches  # a real step ran a graph the queue compiled
         _assert_bitwise(_params(ip), plain_params(18, tmp_path))
     finally:
-        q.wait_idle(timeout=120)
+        settle(q)
         q.idle_delay = delay
         q.marked.clear()
         q.jobs.clear()
@@ -616,14 +617,21 @@ def test_store_forgets_the_oldest_stubs_beyond_its_bound(ip, probe, xla_cell, fr
 
 
 def test_store_caps_come_from_the_environment(monkeypatch):
+    from xla_lab import settings
     from xla_lab.capture.store import ArtifactStore
 
-    monkeypatch.setenv("XLA_LAB_MAX_GRAPHS", "7")
-    monkeypatch.setenv("XLA_LAB_MAX_GRAPH_MB", "3")
-    store = ArtifactStore()
-    assert store.max_graphs == 7 and store.max_bytes == 3 << 20
-    monkeypatch.setenv("XLA_LAB_MAX_GRAPHS", "not a number")
-    assert ArtifactStore().max_graphs == 200
+    try:
+        monkeypatch.setenv("XLA_LAB_MAX_GRAPHS", "7")
+        monkeypatch.setenv("XLA_LAB_MAX_GRAPH_MB", "3")
+        settings.reload()  # (read once, when xla_lab loads: the test reads them again)
+        store = ArtifactStore()
+        assert store.max_graphs == 7 and store.max_bytes == 3 << 20
+        monkeypatch.setenv("XLA_LAB_MAX_GRAPHS", "not a number")
+        settings.reload()
+        assert ArtifactStore().max_graphs == 200
+    finally:
+        monkeypatch.undo()
+        settings.reload()
 
 
 def test_dump_directory_and_logs_stay_empty_between_cells(ip, probe, xla_cell, fresh_dim):

@@ -92,7 +92,7 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
             error = exc
     with HeldInterrupts(RECORDING_NOTE) as held:
         # XLA rejected a graph in the cell (even one the user caught): later syncs must work.
-        repair_lost_tensors(shell, error, recorder.capture)
+        repair_and_note_lost_tensors(shell, error, recorder.capture)
         if not options.no_sync:
             try:
                 recorder.final_sync()
@@ -101,7 +101,7 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
                     error = exc
                 else:
                     recorder.capture.notes.append(f"the final sync after the error also failed: {exc}")
-                repair_lost_tensors(shell, exc, recorder.capture)
+                repair_and_note_lost_tensors(shell, exc, recorder.capture)
         if held.interrupted and error is None:
             error = KeyboardInterrupt("interrupted during the end-of-cell sync (XLA ends a compile "
                                       "before it sees an interrupt)")
@@ -112,7 +112,7 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         if profiler is not None:
             _attach_profile(session, capture, profiler)
         if recorder.device_error is not None:  # a graph of the cell failed while running
-            repair_lost_tensors(shell, recorder.device_error, capture)
+            repair_and_note_lost_tensors(shell, recorder.device_error, capture)
             if error is None:
                 error = GraphRunError(f"XLA failed while running the cell's graph: {recorder.device_error}")
         wait = session.queue.last_wait if session.queue is not None else None
@@ -180,11 +180,14 @@ def _attach_profile(session, capture: CellCapture, profiler) -> None:
         capture.notes.append(f"the profile could not be joined: {type(exc).__name__}: {exc}")
 
 
-def repair_lost_tensors(shell, error: BaseException | None = None, capture: CellCapture | None = None) -> None:
-    """After a failed sync or run: see capture/recovery.py (torch_xla loses the tensors of a graph XLA
-    rejects or fails to run; left alone they break every later sync or crash the kernel). A
+def repair_and_note_lost_tensors(shell, error: BaseException | None = None,
+                                 capture: CellCapture | None = None) -> None:
+    """After a failed sync or run: repair the tensors XLA lost (``capture.recovery.repair_lost_tensors``:
+    torch_xla loses the tensors of a graph XLA rejects or fails to run; left alone they break every
+    later sync or crash the kernel) and note which of the user's variables were hit. A
     ``RuntimeError`` may be XLA reporting a failed run: only then is the heap scanned for the
-    placeholders it left. The note goes to the capture (if any) and to stderr."""
+    placeholders it left. The note goes to the capture (if any) and to stderr; a failure of the repair
+    itself is noted the same way, never raised."""
     from xla_lab.capture.recovery import repair_lost_tensors as repair
 
     run_failed = isinstance(error, RuntimeError)

@@ -179,7 +179,7 @@ class CellTracker:
         if result is not None and getattr(result, "error_in_exec", None) is not None:
             from IPython import get_ipython
 
-            cell_run.repair_lost_tensors(get_ipython(), result.error_in_exec)  # a plain cell's graph may have failed
+            cell_run.repair_and_note_lost_tensors(get_ipython(), result.error_in_exec)  # a plain cell's graph may have failed
         s = session_mod.current()
         if s is not None:
             try:

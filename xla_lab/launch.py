@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xla_lab import runtime
-from xla_lab.capture.worker import LAUNCH_DIR_ENV, RankWorker
+from xla_lab.capture.worker import RankWorker
+from xla_lab.settings import LAUNCH_DIR_ENV
 
 _ENV_KEYS = ("XLA_FLAGS", "PT_XLA_DEBUG_LEVEL", "PT_XLA_DEBUG_FILE", "XLA_SAVE_TENSORS_FILE", LAUNCH_DIR_ENV)
 

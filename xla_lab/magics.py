@@ -12,11 +12,11 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from xla_lab import cell_run, hooks
 from xla_lab import session as session_mod
+from xla_lab.capture.prompts import PROMPTS
 from xla_lab.interrupts import HeldInterrupts
 from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
-from xla_lab.view.saved_output import SAVE_CHOICES
-from xla_lab.capture.prompts import PROMPTS
 from xla_lab.view.report import MAX_ROWS, Report
+from xla_lab.view.saved_output import SAVE_CHOICES
 
 LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save", "profile")
 QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")
@@ -309,28 +309,15 @@ def _tell_side_panel(shell, capture) -> None:
     from xla_lab.view.panel import quiet_message
 
     try:
-        _send_to_side_panel(quiet_message(capture, PROMPTS))
+        send_to_side_panel(quiet_message(capture, PROMPTS))
     except Exception as exc:  # the side panel misses one run; the cell and its capture are fine
         print(f"xla_lab: could not send the quiet cell's capture to the side panel: {exc}", file=sys.stderr)
 
 
-def send_full_capture(cell_id: str, execution_count: int | None, started_at: float) -> None:
-    """JupyterLab's side panel asks for a quiet run's whole model (a silent execution, when a step of it
-    is opened): sent like the quiet message. Raises if the kernel no longer keeps the capture."""
-    from xla_lab.view.panel import full_message
-
-    s = session_mod.current()
-    found = next((c for c in (s.history if s else []) if c.cell_id == cell_id and c.execution_count == execution_count
-                  and abs(c.started_at - started_at) < 1e-3), None)
-    if found is None:
-        raise LookupError(f"xla_lab no longer keeps the capture of cell [{execution_count}] (XLA_LAB_MAX_HISTORY, "
-                          "%xla clear, or a restarted kernel): run the cell again to see its graphs")
-    _send_to_side_panel(full_message(found, PROMPTS))
-
-
-def _send_to_side_panel(data: dict) -> None:
+def send_to_side_panel(data: dict) -> None:
     """An update of a display id no output has: front ends show and save nothing, the side panel (which
-    reads every message of the kernel) takes it."""
+    reads every message of the kernel) takes it (quiet cells here, and what the side panel asks for:
+    ``xla_lab.frontend``)."""
     import uuid
 
     from IPython.display import publish_display_data

@@ -16,6 +16,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xla_lab import settings
+
 HOW_TO_FIX = (
     "Run `%load_ext xla_lab` before anything touches an XLA device "
     "(restart the kernel and make it the first cell), or set the variables yourself before starting."
@@ -70,15 +72,6 @@ def without_dump_flags(flags: str) -> list[str]:
 def current() -> RuntimeState | None:
     """The state ``prepare()`` made, if it ran in this process."""
     return _STATE
-
-
-def env_count(name: str, default: int) -> int:
-    """An xla_lab cap from the environment (``XLA_LAB_MAX_GRAPHS`` ...): a count >= 0, the default
-    when unset or not a number."""
-    try:
-        return max(0, int(os.environ.get(name, default)))
-    except ValueError:
-        return default
 
 
 def runtime_started() -> bool:
@@ -164,8 +157,8 @@ def too_late_message(state: RuntimeState) -> str:
 
 def ir_log_requested() -> bool:
     """torch_xla writes the IR text of *every* sync, cache hits included, once this is on: in a
-    fast loop that costs more than the step itself, so it is opt-in."""
-    return os.environ.get("XLA_LAB_IR_LOG", "") not in ("", "0")
+    fast loop that costs more than the step itself, so it is opt-in (``XLA_LAB_IR_LOG``)."""
+    return settings.current().ir_log
 
 
 def _ran_anything() -> bool:
@@ -184,7 +177,7 @@ def _set_debug_env(dump_dir: Path, debug_file: Path, ir_base: Path, set_by_us: b
     os.environ["XLA_IR_DEBUG"] = "1"
     os.environ["XLA_HLO_DEBUG"] = "1"
     flags = os.environ.get("XLA_FLAGS", "")
-    inherited = os.environ.get("XLA_LAB_PID") not in (None, str(os.getpid()))
+    inherited = os.environ.get(settings.PID_ENV) not in (None, str(os.getpid()))
     if "--xla_dump_to" in flags and not inherited:  # inherited: a parent process's xla_lab set it
         _PENDING_PROBLEMS.append(
             "XLA_FLAGS already had --xla_dump_to; xla_lab replaced it with its own directory "
@@ -202,4 +195,4 @@ def _set_debug_env(dump_dir: Path, debug_file: Path, ir_base: Path, set_by_us: b
         os.environ["XLA_SAVE_TENSORS_FMT"] = "text"
     elif inherited:
         os.environ.pop("XLA_SAVE_TENSORS_FILE", None)
-    os.environ["XLA_LAB_PID"] = str(os.getpid())
+    os.environ[settings.PID_ENV] = str(os.getpid())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import re
 
-from xla_lab import runtime
+from xla_lab import runtime, settings
 from xla_lab.capture.analysis import CellFiles, analyze
 from xla_lab.capture.recompile import explain
 from xla_lab.capture.dumps import DumpDirectory
@@ -14,7 +14,6 @@ from xla_lab.capture.recorder import CellRecorder
 from xla_lab.capture.store import ArtifactStore
 from xla_lab.capture.xla_logs import AppendedLog, parse_debug_log
 from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
-from xla_lab.view.saved_output import default_save
 
 
 def _compile_blocks(text: str) -> str:
@@ -41,10 +40,10 @@ class Session:
         self.history: list[CellCapture] = []
         # Oldest captures are dropped past this many (XLA_LAB_MAX_HISTORY, default 1000; 0 = keep all):
         # a capture is a few KB without its graphs, but a day of cells adds up.
-        self.max_history = runtime.env_count("XLA_LAB_MAX_HISTORY", 1000)
+        self.max_history = settings.current().max_history
         self.dropped_history = 0
         self.queue = None  # the precompile queue, made by start_queue()
-        self.save = default_save()  # what notebooks keep of a %%xla output: full | summary (%xla save)
+        self.save = settings.current().save  # what notebooks keep of a %%xla output: full | summary (%xla save)
         self._unload_paused_queue = False
         self.profile_every_cell = False  # %xla profile on: every %%xla cell runs as with --profile
         self.profile_steps: int | None = DEFAULT_PROFILE_STEPS  # steps a profiled cell records (None: all)

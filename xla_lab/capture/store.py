@@ -5,7 +5,7 @@ steps shares one object. A long session compiles many graphs and the text of eac
 after optimization, buffer assignment, the graph rebuilt from the HLO) can be megabytes, so the store
 keeps the text of the most recently used graphs only: at most ``max_graphs`` graphs and
 ``max_bytes`` bytes of stored text (``XLA_LAB_MAX_GRAPHS``, default 200, and
-``XLA_LAB_MAX_GRAPH_MB``, default 256, read when the session starts; ``0`` means no cap).
+``XLA_LAB_MAX_GRAPH_MB``, default 256, from ``xla_lab.settings``; ``0`` means no cap).
 Evicting a graph drops its text and analysis; captures that ran it keep their steps, timings and
 memory summary, and show :data:`EVICTED` where the HLO was.
 """
@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from xla_lab.runtime import env_count
+from xla_lab import settings
 
 from .dumps import CompiledModule
 from .records import GraphArtifacts
 
-DEFAULT_MAX_GRAPHS = 200
-DEFAULT_MAX_MB = 256
 EVICTED = ("(evicted to bound memory: xla_lab keeps the text of the most recently used graphs only; "
            "set XLA_LAB_MAX_GRAPHS / XLA_LAB_MAX_GRAPH_MB before %load_ext xla_lab to keep more)")
 _TEXT_FIELDS = ("ir_text", "hlo_before", "hlo_after", "memory_report", "buffer_assignment")
@@ -36,8 +34,8 @@ def text_bytes(art: GraphArtifacts) -> int:
 
 class ArtifactStore:
     def __init__(self, max_graphs: int | None = None, max_bytes: int | None = None):
-        self.max_graphs = env_count("XLA_LAB_MAX_GRAPHS", DEFAULT_MAX_GRAPHS) if max_graphs is None else max_graphs
-        self.max_bytes = (env_count("XLA_LAB_MAX_GRAPH_MB", DEFAULT_MAX_MB) << 20) if max_bytes is None else max_bytes
+        self.max_graphs = settings.current().max_graphs if max_graphs is None else max_graphs
+        self.max_bytes = (settings.current().max_graph_mb << 20) if max_bytes is None else max_bytes
         self.evictions = 0
         # Least recently used first; evicted stubs stay (small) so a later hit still says "evicted".
         self._by_hash: OrderedDict[str, GraphArtifacts] = OrderedDict()

@@ -38,9 +38,10 @@ import threading
 import time
 import traceback
 
+from xla_lab.settings import LAUNCH_DIR_ENV  # (internal) set by the kernel for the workers of one launch
+
 from .metrics import MetricsDelta, MetricsSnapshot
 
-LAUNCH_DIR_ENV = "XLA_LAB_LAUNCH_DIR"  # set by the kernel for the workers of one launch
 MAX_FRAMES = 40  # frames kept of each sync's stack (innermost first), up to the rank's function
 
 

@@ -12,6 +12,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from xla_lab import settings
+
 CAN_READ_BACK = {"TPU", "CUDA", "GPU"}
 
 
@@ -27,7 +29,7 @@ def enable(device: str) -> str:
     """Turn the cache on if this client can use it; returns what happened, for ``%xla status``."""
     if os.environ.get("XLA_PERSISTENT_CACHE_PATH"):
         return f"on at {os.environ['XLA_PERSISTENT_CACHE_PATH']} (set before xla_lab loaded)"
-    if os.environ.get("XLA_LAB_PERSISTENT_CACHE", "1") == "0":
+    if not settings.current().persistent_cache:
         return "off (XLA_LAB_PERSISTENT_CACHE=0)"
     if device.upper() not in CAN_READ_BACK:
         return (f"off: the {device} client cannot load compiled graphs back from disk, so a restarted "

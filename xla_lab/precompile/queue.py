@@ -98,7 +98,6 @@ class PrecompileQueue:
         self._idle = threading.Event()
         self._idle.set()
         self._timer: threading.Timer | None = None
-        self._due = 0.0
         self._current: Job | None = None
         self._numbers = 0
         self.marked: dict[str, MarkedFunction] = {}  # by name: a re-run definition replaces the old one
@@ -307,22 +306,6 @@ class PrecompileQueue:
         finally:
             self._idle.set()
 
-    def wait_idle(self, timeout: float | None = None) -> None:
-        """Block until the worker has finished, including a start already due (or ``timeout``)."""
-        deadline = None if timeout is None else time.time() + timeout
-        while True:
-            timer, due = self._timer, self._due
-            timer_due = timer is not None and timer.is_alive() and (deadline is None or due <= deadline)
-            if not timer_due and self._idle.is_set():
-                return
-            left = None if deadline is None else deadline - time.time()
-            if left is not None and left <= 0:
-                return
-            if self._idle.is_set():
-                time.sleep(0.01 if left is None else min(0.01, left))  # the timer is about to start one
-            else:
-                self._idle.wait(0.1 if left is None else min(0.1, left))
-
     # --- accounting ------------------------------------------------------------------------------
     def claim(self, graph_hash: str) -> float | None:
         """A real step ran ``graph_hash`` from the cache: if a job compiled it, the compile seconds
@@ -363,7 +346,6 @@ class PrecompileQueue:
             self._cancel_timer()
             if not any(j.state == "pending" for j in self.jobs):
                 return
-            self._due = time.time() + delay
             self._timer = threading.Timer(delay, self._start_worker)
             self._timer.daemon = True
             self._timer.start()

@@ -17,6 +17,8 @@ import platform
 import time
 from pathlib import Path
 
+from xla_lab import settings
+
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xla_lab" / "peaks.json"
 
 
@@ -53,15 +55,12 @@ def measure() -> dict:
 def peaks(device: str = "CPU") -> dict | None:
     """``{"flops_per_s", "bytes_per_s", "source"}``; None where unknown (a TPU or GPU without
     ``XLA_LAB_PEAKS``)."""
-    given = os.environ.get("XLA_LAB_PEAKS")
-    if given:
-        try:
-            flops, moved = (float(v) for v in given.split(","))
-            if flops > 0 and moved > 0:
-                return {"flops_per_s": flops, "bytes_per_s": moved, "source": "XLA_LAB_PEAKS"}
-        except ValueError:
-            pass
-        return None
+    given = settings.current().peaks
+    if given is not None:
+        if given == settings.PEAKS_UNREADABLE:  # set, but not to two positive numbers (settings said so)
+            return None
+        flops, moved = given
+        return {"flops_per_s": flops, "bytes_per_s": moved, "source": settings.name("peaks")}
     if device.upper() != "CPU":
         return None
     key = _key(device)

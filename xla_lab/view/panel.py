@@ -37,8 +37,8 @@ from pathlib import Path
 import anywidget
 import traitlets
 
+from xla_lab import settings
 from xla_lab.capture.records import CellCapture
-from xla_lab.runtime import env_count
 
 from . import static_html
 from .panel_model import MIME, SCHEMA, WIDGET_MIME, of_report, summary
@@ -240,7 +240,7 @@ class LivePanels:
         return sum(1 for p in self.panels if p.comm is not None)
 
 
-_LIVE = LivePanels(env_count("XLA_LAB_MAX_PANELS", 1000))
+_LIVE = LivePanels(settings.current().max_panels)
 
 
 def live_panels() -> LivePanels:

@@ -52,15 +52,12 @@ def progress_text(p: dict) -> str:
 
 class ProgressDisplay:
     """``start()`` after the recorder starts, ``stop()`` when the cell's syncs are done (idempotent).
-    ``sink(progress dict)`` replaces the notebook display (tests, terminals); ``updates`` keeps every
-    progress dict produced."""
+    ``updates`` keeps every progress dict produced (what tests read)."""
 
     def __init__(self, watch: CompileWatch, expected: Callable[[CompileInProgress, int], float | None] | None = None,
-                 *, sink: Callable[[dict], None] | None = None, show_after: float | None = None,
-                 interval: float | None = None):
+                 *, show_after: float | None = None, interval: float | None = None):
         self.watch = watch
         self.expected = expected or (lambda compiling, nth: None)
-        self.sink = sink
         self.show_after = SHOW_AFTER_S if show_after is None else show_after
         self.interval = INTERVAL_S if interval is None else interval
         self.updates: list[dict] = []
@@ -115,9 +112,6 @@ class ProgressDisplay:
     # --- output -------------------------------------------------------------------------------
     def _emit(self, progress: dict, final: bool = False) -> None:
         self.updates.append(progress)
-        if self.sink is not None:
-            self.sink(progress)
-            return
         try:
             self._show(progress, final)
         except Exception:

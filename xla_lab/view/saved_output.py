@@ -15,11 +15,10 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import os
 
 from xla_lab.hlo.parser import strip_metadata
+from xla_lab.settings import SAVE_CHOICES
 
-SAVE_CHOICES = ("full", "summary")
 SUMMARY_MIME = "application/vnd.xla-lab.summary+json"  # marks a summary-only output (for the extension)
 PACKING = "gzip+base64"
 MAX_UNPACKED_BYTES = 512 * 1024 * 1024  # a payload claiming more is refused (an untrusted notebook)
@@ -27,12 +26,6 @@ MAX_UNPACKED_BYTES = 512 * 1024 * 1024  # a payload claiming more is refused (an
 
 class PackedPayloadError(ValueError):
     """A packed payload that cannot be read back."""
-
-
-def default_save() -> str:
-    """The session's starting choice: ``XLA_LAB_SAVE`` (full | summary), else full."""
-    value = os.environ.get("XLA_LAB_SAVE", "full").strip().lower()
-    return value if value in SAVE_CHOICES else "full"
 
 
 def packed_payload(model: dict) -> dict:

@@ -335,7 +335,7 @@ export class XlaSidebar extends Widget {
     if (!kernel) return "this quiet run's graphs are in its kernel, which is not running (run the cell again)";
     const c = e.model.capture;
     // (JSON literals are Python literals here: a string, an int or None, a float)
-    const code = `__import__("xla_lab.magics", fromlist=["send_full_capture"]).send_full_capture(${JSON.stringify(c.cell_id)}, ` +
+    const code = `__import__("xla_lab.frontend", fromlist=["send_full_capture"]).send_full_capture(${JSON.stringify(c.cell_id)}, ` +
       `${c.execution_count == null ? "None" : String(Math.trunc(c.execution_count))}, ${JSON.stringify(c.started_at)})`;
     let raw: unknown = null;
     const future = kernel.requestExecute({ code, silent: true, store_history: false, allow_stdin: false, stop_on_error: false });
