@@ -98,7 +98,7 @@ def quiet_message(capture: CellCapture, prompts=None) -> dict:
 
 
 def full_message(capture: CellCapture, prompts=None) -> dict:
-    """A quiet run's whole model, packed, for the side panel that asked for it (magics.send_full_capture)."""
+    """A quiet run's whole model, packed, for the side panel that asked for it (xla_lab/frontend.py send_full_capture)."""
     return {QUIET_MIME: packed_payload(of_report(Report(capture, prompts=prompts)))}
 
 
@@ -221,7 +221,7 @@ class XlaPanel(anywidget.AnyWidget):
 
 class LivePanels:
     """The displayed panels whose widgets the kernel keeps, newest last: past ``cap`` the oldest is
-    closed (``XLA_LAB_MAX_PANELS``, read when xla_lab is imported)."""
+    closed (``XLA_LAB_MAX_PANELS``, read once by xla_lab/settings.py)."""
 
     def __init__(self, cap: int):
         self.cap = cap

@@ -327,7 +327,7 @@ export class XlaSidebar extends Widget {
   }
 
   /** A quiet run arrives with its steps only: its graphs and HLO come from the kernel when first needed
-   * (a silent execution of magics.send_full_capture, answered with a quiet message). null when done. */
+   * (a silent execution of xla_lab.frontend.send_full_capture, answered with a quiet message). null when done. */
   private async complete(e: CaptureEntry): Promise<string | null> {
     const p = this.panel, store = this.store;
     const kernel = p?.sessionContext.session?.kernel;
