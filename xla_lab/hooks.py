@@ -167,6 +167,10 @@ class CellTracker:
     def xla_cell_started(self) -> None:
         self.xla = True
 
+    def progress_shown(self, progress) -> None:
+        """The running %%xla cell shows live compile progress: stopped after the cell if the cell could not."""
+        self.progress = progress
+
     # post_run_cell
     def after_cell(self, result=None) -> None:
         progress, self.progress = self.progress, None

@@ -270,7 +270,7 @@ def _progress(session):
         cell_id = recorder.capture.cell_id
         display = ProgressDisplay(recorder.compile_watch(),  # (reads the history when asked: keeps no copy)
                                   lambda compiling, nth: expected_compile_s(session.history, cell_id, compiling, nth))
-        hooks.CELLS.progress = display.start()
+        hooks.CELLS.progress_shown(display.start())
         return display
 
     return start
