@@ -112,7 +112,7 @@ def test_input_shape_change_names_the_input(ip):
 
 def test_dtype_change_is_named(ip):
     body = "%%xla -q\ndt_out = (dt_x * 2).sum()"
-    ip.run_cell("dt_x = torch.randn(7, 3).to(torch_xla.device())", store_history=True)
+    ip.run_cell("import torch, torch_xla\ndt_x = torch.randn(7, 3).to(torch_xla.device())", store_history=True)
     assert ip.run_cell(body, store_history=True, cell_id="dtype-cell").success
     ip.run_cell("dt_x = torch.randn(7, 3).to(torch.bfloat16).to(torch_xla.device())", store_history=True)
     assert ip.run_cell(body, store_history=True, cell_id="dtype-cell").success
@@ -120,7 +120,7 @@ def test_dtype_change_is_named(ip):
 
 
 def test_baked_scalar_change_names_value_and_line(ip):
-    ip.run_cell("sc_x = torch.randn(9, 2).to(torch_xla.device())", store_history=True)
+    ip.run_cell("import torch, torch_xla\nsc_x = torch.randn(9, 2).to(torch_xla.device())", store_history=True)
     assert ip.run_cell("""%%xla -q
 for p in (2.0, 3.0):
     sc_y = sc_x.pow(p).sum()
@@ -132,7 +132,7 @@ for p in (2.0, 3.0):
 
 
 def test_op_sequence_change_names_the_first_different_op(ip):
-    ip.run_cell("os_x = torch.randn(6, 5).to(torch_xla.device())", store_history=True)
+    ip.run_cell("import torch, torch_xla\nos_x = torch.randn(6, 5).to(torch_xla.device())", store_history=True)
     assert ip.run_cell("""%%xla -q
 for i in range(2):
     if i == 0:
@@ -147,7 +147,7 @@ for i in range(2):
 
 
 def test_output_set_change_is_named(ip):
-    ip.run_cell("oc_x = torch.randn(4, 4).to(torch_xla.device())", store_history=True)
+    ip.run_cell("import torch, torch_xla\noc_x = torch.randn(4, 4).to(torch_xla.device())", store_history=True)
     assert ip.run_cell("""%%xla -q
 kept = []
 for i in range(2):
@@ -161,7 +161,7 @@ for i in range(2):
 
 
 def test_mid_step_item_split_is_named(ip):
-    ip.run_cell("it_x = torch.randn(4, 8).to(torch_xla.device())\nit_w = torch.randn(8, 8).to(torch_xla.device())",
+    ip.run_cell("import torch, torch_xla\nit_x = torch.randn(4, 8).to(torch_xla.device())\nit_w = torch.randn(8, 8).to(torch_xla.device())",
                 store_history=True)
     assert ip.run_cell("""%%xla -q
 h = it_x @ it_w

@@ -28,7 +28,8 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 @pytest.fixture(scope="module")
 def mlp_runs(ip):
     """Two runs of one train-loop cell: a first run (two compiles: optimizer state appears on step 0)
-    and a second run of the same cell (cache hits)."""
+    and a second run of the same cell (cache hits). Its set-up cell also defines ``torch``, ``pdev`` and
+    ``px`` in the shell, which the cells of other tests here use: they request this fixture for them."""
     assert ip.run_cell("""
 import torch, torch_xla
 pdev = torch_xla.device()
@@ -189,7 +190,7 @@ def test_model_source_lines_summary_and_runs(mlp_runs):
                for r in panel_model(second, xla_lab.history())["runs"])
 
 
-def test_huge_constant_and_fallback_warnings(xla_cell):
+def test_huge_constant_and_fallback_warnings(mlp_runs, xla_cell):
     c = xla_cell("big = torch.ones(512, 512).to(pdev) + torch.arange(512 * 512, dtype=torch.float32, "
                  "device=pdev).view(512, 512)", "-q")
     warnings = panel_model(c)["summary"]["warnings"]
@@ -292,7 +293,7 @@ def test_packed_payload_reads_back_and_refuses_damage(mlp_runs):
             unpacked_payload(bad)
 
 
-def test_summary_only_outputs_keep_text_and_html_without_graphs(ip):
+def test_summary_only_outputs_keep_text_and_html_without_graphs(ip, mlp_runs):
     """%xla save summary: for notebooks people share; the choice holds for later cells, a cell may override."""
     with capture_output() as out:
         ip.run_line_magic("xla", "save summary")
@@ -318,7 +319,7 @@ def test_summary_only_outputs_keep_text_and_html_without_graphs(ip):
         ip.run_line_magic("xla", "save everything")
 
 
-def test_notebook_display_is_the_panel(ip):
+def test_notebook_display_is_the_panel(ip, mlp_runs):
     with capture_output() as out:
         ip.run_cell("%%xla --name shown_panel\npanel_y = (px * 2).sum()")
     shown = [o.data for o in out.outputs if "text/plain" in o.data]
@@ -327,7 +328,7 @@ def test_notebook_display_is_the_panel(ip):
     assert (WIDGET in shown[0]) == panel_mod.FRONTEND_BUILT
 
 
-def test_user_text_is_escaped_in_static_html_and_report(ip, tmp_path):
+def test_user_text_is_escaped_in_static_html_and_report(ip, mlp_runs, tmp_path):
     with capture_output():
         result = ip.run_cell(f"%%xla -n '{XSS}'\nxss_t = px * 2  # {XSS}\nxss_v = xss_t.sum().item()  # {XSS}")
     assert result.success
@@ -418,7 +419,7 @@ def started_progress(monkeypatch) -> list:
     return started
 
 
-def test_progress_is_reported_while_a_cell_compiles(ip, fresh_dim, monkeypatch):
+def test_progress_is_reported_while_a_cell_compiles(ip, mlp_runs, fresh_dim, monkeypatch):
     started = started_progress(monkeypatch)
     monkeypatch.setattr(progress_mod, "SHOW_AFTER_S", 0.0)
     monkeypatch.setattr(progress_mod, "INTERVAL_S", 0.01)

@@ -199,7 +199,7 @@ def test_a_session_that_fails_to_end_inside_a_sync_costs_the_profile_not_the_cel
     assert any("failed to end: RuntimeError: session lost" in n for n in capture.notes)
 
 
-def test_a_running_user_trace_is_left_alone(ip, xla_cell, tmp_path):
+def test_a_running_user_trace_is_left_alone(ip, xla_cell, profiled, tmp_path):
     import torch_xla.debug.profiler as xp
 
     xp.start_trace(str(tmp_path))
