@@ -25,7 +25,7 @@ import xla_lab
 from xla_cells import run_xla
 from xla_lab.capture.recovery import LostTensor, LostTensorError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROBE_DIM = 23  # the probe's graph, compared with a fresh process's
 
 PROBE_SETUP = f"""
@@ -382,7 +382,7 @@ def test_interrupt_while_a_cell_waits_for_a_queue_job(ip, probe, fresh_dim, caps
     'Error in callback' and the cell then ran *while the job compiled* (a foreground sync during a
     background compile fails or crashes). Now the wait goes on, says why, and the interrupt reaches
     the cell after the job: the cell raises KeyboardInterrupt without running.
-    (tests/test_kernel_queue.py does the same in real kernels, at several moments.)"""
+    (tests/kernel/test_kernel_queue.py does the same in real kernels, at several moments.)"""
     q = xla_lab.queue()
     delay, q.idle_delay = q.idle_delay, 1e6
     q.wait_idle(timeout=120)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "xla_lab"
+PACKAGE = Path(__file__).resolve().parents[2] / "xla_lab"
 BASE = {"xla_lab.runtime", "xla_lab.interrupts", "xla_lab.compat"}  # import nothing of xla_lab's; anyone may import them
 ALLOWED = {
     "hlo": {"hlo"},

@@ -1,4 +1,4 @@
-"""Recompile reasons and sync causes on hand-made inputs (the zoo, ``tests/zoo``, checks them on real
+"""Recompile reasons and sync causes on hand-made inputs (the zoo, ``tests/kernel/zoo``, checks them on real
 models): inputs matched by what they are, every difference listed, the nearest graph of the whole
 kernel, causes inside a model's code and in other execution modes, and which frames are the model's."""
 
@@ -92,7 +92,7 @@ def test_a_new_cell_is_compared_with_the_nearest_graph_in_the_kernel():
     assert alone.recompile_reason.startswith("first compile of this cell")
 
 
-MODEL = os.path.join(os.path.dirname(__file__), "zoo", "zoo_models", "decoder_only.py")
+MODEL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernel", "zoo", "zoo_models", "decoder_only.py")
 
 
 def test_model_frames_are_outside_torch_torch_xla_and_the_standard_library():

@@ -16,7 +16,7 @@ from xla_lab.capture.metrics import Sample
 from xla_lab.capture.records import CellCapture, GraphArtifacts, StepRecord
 from xla_lab.capture.xla_logs import Frame, SyncEvent, parse_debug_log
 
-FIXTURES = Path(__file__).parent / "fixtures" / "cells"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cells"
 CASES = sorted(p.stem for p in FIXTURES.glob("*.json"))
 
 
