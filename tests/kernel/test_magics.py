@@ -10,7 +10,6 @@ import pytest
 from IPython.utils.capture import capture_output
 
 import xla_lab
-from xla_lab.magics import XlaMagics
 from xla_lab.view.summary import SummaryView, to_html, to_rich, to_text
 
 
@@ -25,12 +24,6 @@ def item_capture(ip, sv):
     """A %%xla cell run just now that reads a value (``.item()``): ``xla_lab.last()`` in the test."""
     assert ip.run_cell("%%xla -q\nsv_item = (sv * 2).sum().item()").success
     return xla_lab.last()
-
-
-def test_cell_magic_documents_its_options():
-    doc = XlaMagics.xla.__doc__
-    for option in ("--no-sync", "--quiet", "--name", "status", "history", "show"):
-        assert option in doc
 
 
 def test_summary_is_displayed_as_text_and_html(ip):

@@ -615,17 +615,6 @@ def test_store_forgets_the_oldest_stubs_beyond_its_bound(ip, probe, xla_cell, fr
         store.max_graphs, store.max_bytes = saved
 
 
-def test_store_caps_come_from_the_environment(monkeypatch):
-    from xla_lab.capture.store import ArtifactStore
-
-    monkeypatch.setenv("XLA_LAB_MAX_GRAPHS", "7")
-    monkeypatch.setenv("XLA_LAB_MAX_GRAPH_MB", "3")
-    store = ArtifactStore()
-    assert store.max_graphs == 7 and store.max_bytes == 3 << 20
-    monkeypatch.setenv("XLA_LAB_MAX_GRAPHS", "not a number")
-    assert ArtifactStore().max_graphs == 200
-
-
 def test_dump_directory_and_logs_stay_empty_between_cells(ip, probe, xla_cell, fresh_dim):
     from xla_lab.session import current
 
