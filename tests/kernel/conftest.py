@@ -47,3 +47,35 @@ def xla_cell(ip):
 
     return run
 
+
+@pytest.fixture(scope="session")
+def mlp_capture(ip):
+    """A small MLP's 3-step Adam train loop under %%xla, read by test_analysis.py and
+    test_recompile_reasons.py (session scope: a second run of the same cells would hit XLA's cache)."""
+    import xla_lab
+
+    assert ip.run_cell("""
+import torch, torch_xla
+dev = torch_xla.device()
+class AMLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 48)
+        self.fc2 = torch.nn.Linear(48, 5)
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.fc1(x))
+        return self.fc2(h)
+amlp = AMLP().to(dev)
+aopt = torch.optim.Adam(amlp.parameters())
+ax = torch.randn(8, 16).to(dev)
+""", store_history=True).success
+    result = ip.run_cell("""%%xla -q --name amlp_train
+for i in range(3):
+    aopt.zero_grad()
+    loss = amlp(ax).pow(2).mean()
+    loss.backward()
+    aopt.step()
+    torch_xla.sync()
+""", store_history=True)
+    assert result.success
+    return xla_lab.last()
