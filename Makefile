@@ -14,7 +14,7 @@ EXT_OUT  := $(STATIC)/panel.js $(STATIC)/panel.css $(STATIC)/viz-standalone.mjs 
 EXT_SRC  := $(shell find $(EXT)/src -type f 2>/dev/null) $(EXT)/build.mjs $(EXT)/package.json
 EXT_DEPS := $(EXT)/node_modules/.package-lock.json
 
-.PHONY: env env-2.8 lab test test-2.8 bench notebooks clean-env
+.PHONY: env env-2.8 lab test test-2.8 test-alone bench notebooks clean-env
 
 env: $(STAMP) $(EXT_OUT)
 
@@ -96,6 +96,13 @@ test: env $(CHROMIUM)
 	cd $(EXT) && npm test --silent
 	$(PY) -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-2.8
+
+# Every test file alone, one pytest process each (tests/unit, then tests/kernel with the zoo; not the
+# browser's): a file that passes only after another file, or that runs no test (pytest's exit code 5),
+# fails here. `make test` runs everything in one process (where no test at all is pytest's exit 5 too).
+# About 10-20 minutes; PYTEST_ARGS go to every pytest.
+test-alone: env
+	$(PY) tests/run_each_alone.py $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 # On torch_xla 2.8.1, every test but the browser's (JupyterLab's side does not depend on torch_xla)
 # and the tutorials' saved outputs (made on 2.9: XLA 2.8 names some kernels differently).

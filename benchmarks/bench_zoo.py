@@ -34,7 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_precompile import Session, visible_compile  # noqa: E402  (the kernel driver)
 
-ZOO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "zoo")
+ZOO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "kernel", "zoo")
 
 COMMON = f"""
 %load_ext xla_lab

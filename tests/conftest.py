@@ -1,50 +1,17 @@
-"""Shared fixtures: one IPython shell with xla_lab loaded before any XLA device is used.
+"""Settings for every test: the CPU client unless told otherwise, and the header line.
 
-The XLA runtime reads its debug switches once per process, so the extension is loaded at import time
-of this conftest, before any test can touch a device. Tests that need a process where that did *not*
-happen (loading too late) run a subprocess.
+The tests are in two folders (see README, "Tests"): ``unit/`` (pure: no IPython shell, no kernel, no
+subprocess; fixture files and hand-made inputs, seconds) and ``kernel/`` (the shared IPython shell
+with xla_lab loaded, real Jupyter kernels, subprocesses running torch_xla); ``browser/`` drives
+JupyterLab in chromium. The shell is started by ``kernel/conftest.py``. Helpers shared by the test
+modules live here, importable by name (this folder is on ``sys.path``: pytest puts a conftest's
+folder there): ``kernels.py`` (a real Jupyter kernel), ``xla_cells.py`` (run a ``%%xla`` cell).
 """
 
 import os
 import sys
-import itertools
-
-import pytest
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
-
-from IPython.testing.globalipapp import start_ipython  # noqa: E402
-
-_IP = start_ipython()
-_IP.run_line_magic("load_ext", "xla_lab")
-
-_unique = itertools.count(3)
-
-from xla_cells import run_xla  # noqa: E402  (test modules import it from there too)
-
-
-@pytest.fixture(scope="session")
-def ip():
-    return _IP
-
-
-@pytest.fixture
-def fresh_dim():
-    """A hidden size no other test used, so the graphs of a test are new to XLA's compile cache."""
-    return 7 + next(_unique) * 2
-
-
-@pytest.fixture
-def xla_cell(ip):
-    def run(body: str, options: str = "", raise_errors: bool = True):
-        result, capture = run_xla(ip, body, options)
-        if raise_errors and result.error_in_exec is not None:
-            raise result.error_in_exec
-        if raise_errors and result.error_before_exec is not None:
-            raise result.error_before_exec
-        return capture
-
-    return run
 
 
 def pytest_report_header(config):

@@ -2,7 +2,7 @@
 
 The extension (``extension/src/lab/sidebar.ts``) sends Python code in silent executions, spelled as
 ``__import__("xla_lab.frontend", fromlist=[...]).NAME(...)``; ``ENTRY_POINTS`` lists those names.
-``tests/test_frontend.py`` runs the very code the extension sends, read out of its source, so renaming
+``tests/kernel/test_frontend.py`` runs the very code the extension sends, read out of its source, so renaming
 or moving one of them fails a test instead of the side panel, silently.
 """
 

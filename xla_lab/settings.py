@@ -1,7 +1,7 @@
 """xla_lab's settings: every ``XLA_LAB_*`` environment variable a user may set, defined once here (its
 name, default, how its value is read, and what it does), and read from the environment once, at first
 use (``current()``: in a kernel, during ``%load_ext xla_lab``). Set them before that; ``reload()``
-reads the environment again. Every other module takes its value from here (``tests/test_settings.py``
+reads the environment again. Every other module takes its value from here (``tests/unit/test_settings.py``
 fails if one reads an ``XLA_LAB_`` variable itself). This module imports nothing of xla_lab's, so any
 layer may import it.
 

@@ -1,6 +1,6 @@
 """The ranks of a launch, joined from what its workers wrote (``capture/ranks.py``), compared and
 rendered: pure tests on a launch directory written here in the workers' own format (the same files
-are made live in tests/test_multiprocess.py)."""
+are made live in tests/kernel/test_multiprocess.py)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from xla_lab.view import static_html
 from xla_lab.view.panel_model import of_report
 from xla_lab.view.report import Report
 
-HERE = Path(__file__).resolve().parent / "fixtures" / "captures"
+HERE = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 GOLDEN = json.loads((HERE / "golden.json").read_text())
 
 

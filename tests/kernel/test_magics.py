@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from IPython.utils.capture import capture_output
 
 import xla_lab
@@ -13,10 +14,17 @@ from xla_lab.magics import XlaMagics
 from xla_lab.view.report import Report, to_html, to_rich, to_text
 
 
-def test_cell_magic_documents_its_options():
-    doc = XlaMagics.xla.__doc__
-    for option in ("--no-sync", "--quiet", "--name", "status", "history", "show"):
-        assert option in doc
+@pytest.fixture(scope="module")
+def sv(ip):
+    """The device tensor ``sv`` the cells of several tests read."""
+    assert ip.run_cell("import torch, torch_xla\nsv = torch.ones(6, 5).to(torch_xla.device())").success
+
+
+@pytest.fixture
+def item_capture(ip, sv):
+    """A %%xla cell run just now that reads a value (``.item()``): ``xla_lab.last()`` in the test."""
+    assert ip.run_cell("%%xla -q\nsv_item = (sv * 2).sum().item()").success
+    return xla_lab.last()
 
 
 def test_summary_is_displayed_as_text_and_html(ip):
@@ -34,13 +42,13 @@ def test_summary_is_displayed_as_text_and_html(ip):
     assert "<table>" in bundle["text/html"]
 
 
-def test_quiet_displays_nothing(ip):
+def test_quiet_displays_nothing(ip, sv):
     with capture_output() as out:
         ip.run_cell("%%xla -q\nsv3 = sv + 1")
     assert out.outputs == [] and out.stdout == ""
 
 
-def test_user_text_is_escaped_in_html(ip):
+def test_user_text_is_escaped_in_html(ip, sv):
     ip.run_cell("%%xla -q\nxss = sv * 2\nv = xss.sum().item()  # <img src=x onerror=alert(1)>")
     c = xla_lab.last()
     page = to_html(c)
@@ -49,7 +57,7 @@ def test_user_text_is_escaped_in_html(ip):
     assert "<img src=x onerror=alert(1)>" in to_text(c)  # plain text keeps it verbatim
 
 
-def test_rich_rendering(ip):
+def test_rich_rendering(ip, item_capture):
     from rich.console import Console
 
     console = Console(record=True, width=160)
@@ -59,7 +67,7 @@ def test_rich_rendering(ip):
     assert to_rich(xla_lab.last()) is not None
 
 
-def test_line_magic_status_history_show_clear(ip):
+def test_line_magic_status_history_show_clear(ip, item_capture):
     with capture_output() as out:
         ip.run_line_magic("xla", "status")
     assert "device" in out.stdout and "CPU" in out.stdout
@@ -149,7 +157,7 @@ def test_loading_too_late_explains_itself(tmp_path):
     assert "HLO dump (before/after optimization)     OFF" in proc.stdout
 
 
-def test_capture_knows_its_cell_number_and_id(ip):
+def test_capture_knows_its_cell_number_and_id(ip, sv):
     # As in a notebook: the cell is stored in history and IPython numbers it before running it.
     result = ip.run_cell("%%xla -q\nnumbered = sv * 5", store_history=True, cell_id="cell-abc")
     assert result.success
@@ -241,7 +249,7 @@ def test_a_quiet_cell_reaches_the_side_panel_and_leaves_no_output():
         msg = quiet.first("update_display_data")
         light = msg["content"]["data"][QUIET_MIME]
         key = light["capture"]
-        # (the very code the extension sends, as it sends it: tests/test_frontend.py)
+        # (the very code the extension sends, as it sends it: tests/kernel/test_frontend.py)
         full_msg = run_silently(k, send_full_capture_code(key["cell_id"], key["execution_count"], key["started_at"])
                                 ).first("update_display_data")
         gone = run_silently(k, send_full_capture_code("no-such-cell", 1, 0.0))

@@ -14,7 +14,7 @@ from IPython.utils.capture import capture_output
 import xla_lab
 from xla_lab import frontend
 
-EXTENSION_SRC = Path(__file__).resolve().parents[1] / "extension" / "src"
+EXTENSION_SRC = Path(__file__).resolve().parents[2] / "extension" / "src"
 SIDEBAR = EXTENSION_SRC / "lab" / "sidebar.ts"
 
 # Each kernel call the extension sends: __import__("MODULE", fromlist=[...]).NAME(

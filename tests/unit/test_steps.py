@@ -2,7 +2,7 @@
 recorded on this machine (``tests/fixtures/cells``, made by its ``make_fixtures.py``: sync logs,
 metric samples, sync-hook records) they give the steps the live recorder gave, and the cell's
 timings add up to torch_xla's metrics; and on small hand-made inputs, the cases fixtures rarely show
-(a compile XLA rejected, missing samples, recompile baselines)."""
+(a compile XLA rejected, missing samples; recompile baselines are in test_recompile_reasons.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 
 from xla_lab.capture import steps as joins
 from xla_lab.capture.metrics import Sample
-from xla_lab.capture.records import CellCapture, GraphArtifacts, StepRecord
+from xla_lab.capture.records import StepRecord
 from xla_lab.capture.xla_logs import Frame, SyncEvent, parse_debug_log
 
-FIXTURES = Path(__file__).parent / "fixtures" / "cells"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cells"
 CASES = sorted(p.stem for p in FIXTURES.glob("*.json"))
 
 
@@ -135,54 +135,6 @@ def test_an_upload_just_after_a_sync_belongs_to_the_next_step():
     outside = joins.assign_timings(steps, [joins.ExplicitSync(e - 0.5, e) for e in exits], samples, 9.0)
     assert [s.timings["to_device_s"] for s in steps] == [1e-5, 1e-5]
     assert outside == {}
-
-
-def signature(params, outputs=("f32[]",), constants=(), nodes=()) -> dict:
-    return {"params": [{"index": i, "shape": p, "where": None} for i, p in enumerate(params)],
-            "constants": list(constants), "nodes": list(nodes), "outputs": list(outputs)}
-
-
-def step(index, h, sig, cause="torch_xla.sync()", line=5, cache="miss") -> StepRecord:
-    return StepRecord(index=index, graph_name="g", graph_hash=h, cache=cache, sync_cause=cause, sync_line=line,
-                      artifacts=GraphArtifacts(graph_hash=h, signature=sig))
-
-
-def test_a_later_graph_with_no_earlier_one_at_its_sync_is_not_called_the_cells_first_compile():
-    """A loop that reads loss.item() before its sync compiles two graphs in step 0: the second is the
-    cell's first graph synced at its line, not the cell's first compile."""
-    cut = step(0, "a", signature(["f32[8,4]"]), cause="implicit: .item() reads the value", line=7)
-    rest = step(1, "b", signature(["f32[8,4]", "f32[4]"]), line=8)
-    joins.explain_recompiles([cut, rest], [])
-    assert "first compile of this cell" in cut.recompile_reason
-    assert rest.recompile_reason == ("the cell's first graph synced at [?]:8: no earlier graph synced there "
-                                     "to compare with")
-
-
-def test_a_miss_is_compared_with_the_nearest_earlier_graph_of_the_cell():
-    first = step(0, "a", signature(["f32[8,4]"]))
-    grown = step(1, "b", signature(["f32[8,4]", "f32[4]", "f32[4]"]))
-    joins.explain_recompiles([first, grown], [])
-    assert first.recompile_reason.startswith("first compile of this cell")
-    assert "takes 3 inputs instead of 1" in grown.recompile_reason
-    # the previous run of the cell is the baseline of a first step
-    earlier = CellCapture(cell_id="c", execution_count=1, source="", started_at=0.0, steps=[step(0, "a", signature(["f32[8,4]"]))])
-    now = CellCapture(cell_id="c", execution_count=2, source="", started_at=1.0, steps=[step(0, "z", signature(["f32[16,4]"]))])
-    joins.explain_recompiles(now.steps, joins.previous_runs(now, [earlier], named=False))
-    assert now.steps[0].recompile_reason == "input 0 changed shape: f32[8,4] -> f32[16,4]"
-
-
-def test_a_baseline_that_was_evicted_says_so():
-    old = step(0, "a", None)
-    old.artifacts.evicted = True
-    new = step(1, "b", signature(["f32[2]"]))
-    joins.explain_recompiles([old, new], [])
-    assert "evicted to bound memory" in new.recompile_reason
-
-
-def test_a_graph_cut_by_a_value_read_says_where():
-    cut = step(0, "a", signature(["f32[2]"]), cause="implicit: .item() reads the value", line=3)
-    joins.explain_recompiles([cut], [])
-    assert cut.recompile_reason.startswith("the step was cut mid-way at [?]:3 (.item() reads the value)")
 
 
 def test_implicit_causes_are_named_from_frames_and_code():

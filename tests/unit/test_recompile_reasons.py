@@ -1,19 +1,13 @@
-"""Recompile reasons and sync causes on hand-made inputs (the zoo, ``tests/zoo``, checks them on real
-models): inputs matched by what they are, every difference listed, the nearest graph of the whole
-kernel, causes inside a model's code and in other execution modes, and which frames are the model's."""
+"""Recompile reasons on hand-made inputs (on graphs compiled by %%xla in tests/kernel/
+test_recompile_reasons.py, and on real models in the zoo, ``tests/kernel/zoo``): inputs matched by what
+they are, every difference listed, the nearest graph of the cell or of the whole kernel, a baseline
+evicted, a graph cut by a value read."""
 
 from __future__ import annotations
 
-import os
-
-import torch
-import torch_xla
-
 from xla_lab.capture import steps as joins
-from xla_lab.capture.frames import import_path, is_internal, model_frame
 from xla_lab.capture.recompile import explain, match_inputs, op_similarity
 from xla_lab.capture.records import CellCapture, GraphArtifacts, StepRecord
-from xla_lab.capture.xla_logs import Frame, SyncEvent
 
 
 def p(index, shape, where=None):
@@ -92,51 +86,50 @@ def test_a_new_cell_is_compared_with_the_nearest_graph_in_the_kernel():
     assert alone.recompile_reason.startswith("first compile of this cell")
 
 
-MODEL = os.path.join(os.path.dirname(__file__), "zoo", "zoo_models", "decoder_only.py")
+# --- within one cell: the nearest earlier graph, the previous run, an evicted baseline, a cut graph
+def signature(params, outputs=("f32[]",), constants=(), nodes=()) -> dict:
+    return {"params": [{"index": i, "shape": p, "where": None} for i, p in enumerate(params)],
+            "constants": list(constants), "nodes": list(nodes), "outputs": list(outputs)}
 
 
-def test_model_frames_are_outside_torch_torch_xla_and_the_standard_library():
-    assert is_internal(torch.nn.modules.linear.__file__) and is_internal(torch_xla.__file__)
-    assert is_internal(os.__file__) and is_internal("<frozen importlib._bootstrap>")
-    assert is_internal("<eval_with_key>.2")  # torch.fx's generated code
-    assert not is_internal(MODEL) and not is_internal("<ipython-input-3-abc>")
-    import transformers
-
-    assert not is_internal(transformers.__file__)
-    assert import_path(transformers.__file__) == "transformers/__init__.py"
-    frames = [Frame("forward", torch.nn.modules.linear.__file__, 134), Frame("forward", MODEL, 47),
-              Frame("step", "cell.py", 3)]
-    assert model_frame(frames).line == 47
-    assert model_frame(frames[:1] + frames[2:], stop_at="cell.py") is None
+def step(index, h, sig, cause="torch_xla.sync()", line=5, cache="miss") -> StepRecord:
+    return StepRecord(index=index, graph_name="g", graph_hash=h, cache=cache, sync_cause=cause, sync_line=line,
+                      artifacts=GraphArtifacts(graph_hash=h, signature=sig))
 
 
-def test_a_value_read_inside_the_models_code_names_that_line(tmp_path):
-    lib = tmp_path / "masks.py"
-    lib.write_text("def check(mask):\n    if (mask == 1).all():\n        return None\n")
-    frames = [Frame("check", str(lib), 2), Frame("step", "cell.py", 4)]
-    cause = joins.implicit_cause(frames, "loss = step()", "cell.py", {"cell.py": 7})
-    assert cause == "implicit: tensor used as a Python number/bool in masks.py:2 (if (mask == 1).all():)"
-    contains = [Frame("__contains__", torch._tensor.__file__, 1240), Frame("check", str(lib), 2), Frame("step", "other_cell.py", 9)]
-    cause = joins.implicit_cause(contains, "loss = step()", "cell.py", {"cell.py": 7, "other_cell.py": 3})
-    assert cause.startswith("implicit: `in` on a tensor reads its values in masks.py:2")
-    in_cell = [Frame("step", "other_cell.py", 9), Frame("<module>", "cell.py", 1)]
-    assert joins.implicit_cause(in_cell, "loss = step()", "cell.py", {"cell.py": 7, "other_cell.py": 3}).endswith(
-        "at [3]:9 (step)")
+def test_a_later_graph_with_no_earlier_one_at_its_sync_is_not_called_the_cells_first_compile():
+    """A loop that reads loss.item() before its sync compiles two graphs in step 0: the second is the
+    cell's first graph synced at its line, not the cell's first compile."""
+    cut = step(0, "a", signature(["f32[8,4]"]), cause="implicit: .item() reads the value", line=7)
+    rest = step(1, "b", signature(["f32[8,4]", "f32[4]"]), line=8)
+    joins.explain_recompiles([cut, rest], [])
+    assert "first compile of this cell" in cut.recompile_reason
+    assert rest.recompile_reason == ("the cell's first graph synced at [?]:8: no earlier graph synced there "
+                                     "to compare with")
 
 
-XLA_DIR, TORCH_DIR = os.path.dirname(torch_xla.__file__), os.path.dirname(torch.__file__)
+def test_a_miss_is_compared_with_the_nearest_earlier_graph_of_the_cell():
+    first = step(0, "a", signature(["f32[8,4]"]))
+    grown = step(1, "b", signature(["f32[8,4]", "f32[4]", "f32[4]"]))
+    joins.explain_recompiles([first, grown], [])
+    assert first.recompile_reason.startswith("first compile of this cell")
+    assert "takes 3 inputs instead of 1" in grown.recompile_reason
+    # the previous run of the cell is the baseline of a first step
+    earlier = CellCapture(cell_id="c", execution_count=1, source="", started_at=0.0, steps=[step(0, "a", signature(["f32[8,4]"]))])
+    now = CellCapture(cell_id="c", execution_count=2, source="", started_at=1.0, steps=[step(0, "z", signature(["f32[16,4]"]))])
+    joins.explain_recompiles(now.steps, joins.previous_runs(now, [earlier], named=False))
+    assert now.steps[0].recompile_reason == "input 0 changed shape: f32[8,4] -> f32[16,4]"
 
 
-def _event(frames):
-    return SyncEvent(kind="execute", graph_name="g", graph_hash="h", frames=frames)
+def test_a_baseline_that_was_evicted_says_so():
+    old = step(0, "a", None)
+    old.artifacts.evicted = True
+    new = step(1, "b", signature(["f32[2]"]))
+    joins.explain_recompiles([old, new], [])
+    assert "evicted to bound memory" in new.recompile_reason
 
 
-def test_execution_modes_have_their_own_causes():
-    dynamo = [Frame("optimized_mod", os.path.join(XLA_DIR, "_dynamo", "dynamo_bridge.py"), 552), Frame("forward", "<eval_with_key>.2", 5)]
-    assert joins.sync_cause(_event(dynamo), None, None, None, "cell.py") == \
-        'torch.compile(backend="openxla") ran its compiled forward graph'
-    backward = dynamo + [Frame("_backward_impl", os.path.join(TORCH_DIR, "_functorch", "_aot_autograd", "runtime_wrappers.py"), 2461)]
-    assert "compiled backward graph" in joins.sync_cause(_event(backward), None, None, None, "cell.py")
-    compiled = [Frame("sync", os.path.join(XLA_DIR, "torch_xla.py"), 80), Frame("_compile", os.path.join(XLA_DIR, "torch_xla.py"), 214)]
-    assert joins.sync_cause(_event(compiled), None, 3, "loss = step(x)", "cell.py") == \
-        "torch_xla.compile(): the end of the compiled function"
+def test_a_graph_cut_by_a_value_read_says_where():
+    cut = step(0, "a", signature(["f32[2]"]), cause="implicit: .item() reads the value", line=3)
+    joins.explain_recompiles([cut], [])
+    assert cut.recompile_reason.startswith("the step was cut mid-way at [?]:3 (.item() reads the value)")

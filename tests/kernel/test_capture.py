@@ -289,18 +289,3 @@ def test_hit_on_a_graph_compiled_in_a_plain_cell_shows_its_hlo(ip, xla_cell, fre
     assert c.steps[0].hlo_after is not None and "HloModule" in c.steps[0].hlo_before
     assert c.steps[0].artifacts.compiled_in is None  # compiled outside any %%xla cell
     assert c.steps[0].fusions and c.steps[0].artifacts.ir_source == "hlo-before"  # analysed on first use
-
-
-def test_a_new_cell_reusing_a_graph_name_is_compared_with_that_graph(ip, fresh_dim):
-    """In JupyterLab two cells are two cells: `%%xla -n predict` in a second cell continues the first's
-    graph, so its recompile is explained against it."""
-    import xla_lab
-
-    ip.run_cell(f"import torch, torch_xla\nnamed_w = torch.randn({fresh_dim}, 4).to(torch_xla.device())\n"
-                f"named_x = torch.randn(16, {fresh_dim}).to(torch_xla.device())")
-    assert ip.run_cell("%%xla -q -n named_predict\nnamed_y = (named_x @ named_w).argmax(-1)").success
-    ip.run_cell(f"named_x = torch.randn(12, {fresh_dim}).to(torch_xla.device())")
-    # a different cell (another source, so another cell id outside Jupyter) with the same name
-    assert ip.run_cell("%%xla -q -n named_predict\nnamed_y = (named_x @ named_w).argmax(-1)  # short batch").success
-    reason = xla_lab.last().steps[0].recompile_reason
-    assert "first compile" not in reason and "16" in reason and "12" in reason, reason

@@ -12,7 +12,7 @@ import pytest
 
 from xla_lab import settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "xla_lab"
 NAME = re.compile(r"XLA_LAB_[A-Z0-9_]+")
 

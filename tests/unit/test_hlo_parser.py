@@ -17,7 +17,7 @@ from xla_lab.hlo import parser as hlo_parser
 from xla_lab.hlo.parser import HloModule, HloParseError, Instruction, parse_module, parse_signature
 from xla_lab.hlo.shapes import DTYPE_BYTES, Shape, ShapeError, parse_shape
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hlo"
 CASES = ["mlp_train", "transformer_train", "conv_net", "while_loop", "conditional", "custom_call", "spmd4"]
 FILES = [f"{case}.{when}.txt" for case in CASES for when in ("before", "after")]
 COLLECTIVES = {"all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all",

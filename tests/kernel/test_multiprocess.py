@@ -18,7 +18,7 @@ from kernels import Kernel
 
 pytestmark = pytest.mark.slow
 
-MP_DIR = Path(__file__).resolve().parent / "fixtures" / "mp"
+MP_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "mp"
 ENV = {"CPU_NUM_DEVICES": "4"}
 
 SETUP = """

@@ -18,7 +18,7 @@ from xla_lab.hlo.parser import parse_module
 from xla_lab.hlo.sharding import spmd_summary
 from xla_lab.hlo.signature import graph_signature
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hlo"
 
 
 def text(name: str) -> str:

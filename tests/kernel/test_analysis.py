@@ -1,4 +1,5 @@
-"""Fusion map, recompile explanations and memory, on real graphs compiled by %%xla."""
+"""Fusion map, memory, the summary, the IR-to-HLO index and the annotated source, on real graphs
+compiled by %%xla (``mlp_capture``: conftest.py; recompile explanations: test_recompile_reasons.py)."""
 
 import re
 
@@ -6,35 +7,6 @@ import pytest
 
 import xla_lab
 from xla_lab.view.report import to_html, to_text
-
-
-@pytest.fixture(scope="module")
-def mlp_capture(ip):
-    assert ip.run_cell("""
-import torch, torch_xla
-dev = torch_xla.device()
-class AMLP(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(16, 48)
-        self.fc2 = torch.nn.Linear(48, 5)
-    def forward(self, x):
-        h = torch.nn.functional.gelu(self.fc1(x))
-        return self.fc2(h)
-amlp = AMLP().to(dev)
-aopt = torch.optim.Adam(amlp.parameters())
-ax = torch.randn(8, 16).to(dev)
-""", store_history=True).success
-    result = ip.run_cell("""%%xla -q --name amlp_train
-for i in range(3):
-    aopt.zero_grad()
-    loss = amlp(ax).pow(2).mean()
-    loss.backward()
-    aopt.step()
-    torch_xla.sync()
-""", store_history=True)
-    assert result.success
-    return xla_lab.last()
 
 
 def test_fusion_map_of_a_train_step(mlp_capture):
@@ -86,93 +58,11 @@ def test_memory_of_a_train_step(mlp_capture):
     assert any(b["source"] and b["source"].get("code") for b in mem["largest"])
 
 
-def test_optimizer_state_recompile_is_explained(mlp_capture):
-    first, second = mlp_capture.steps[0], mlp_capture.steps[1]
-    assert first.recompile_reason.startswith("first compile of this cell")
-    assert "inputs instead of" in second.recompile_reason
-    assert "aopt.step()" in second.recompile_reason
-    assert mlp_capture.steps[2].recompile_reason is None  # a hit needs no reason
-
-
 def test_summary_shows_kernels_reasons_and_memory(mlp_capture):
     text = to_text(mlp_capture)
     assert "kernels of step 2's graph" in text and "step 1 compiled: the graph takes" in text
     assert "memory of step 2's graph: peak" in text
     assert "<table>" in to_html(mlp_capture)
-
-
-def test_input_shape_change_names_the_input(ip):
-    ip.run_cell("import torch, torch_xla\nshape_w = torch.randn(12, 6).to(torch_xla.device())", store_history=True)
-    body = "%%xla -q\nshape_out = (shape_x @ shape_w).relu()"
-    ip.run_cell("shape_x = torch.randn(3, 12).to(torch_xla.device())", store_history=True)
-    assert ip.run_cell(body, store_history=True, cell_id="shape-cell").success
-    ip.run_cell("shape_x = torch.randn(5, 12).to(torch_xla.device())", store_history=True)
-    assert ip.run_cell(body, store_history=True, cell_id="shape-cell").success
-    reason = xla_lab.last().steps[0].recompile_reason
-    assert "changed shape: f32[3,12] -> f32[5,12]" in reason
-
-
-def test_dtype_change_is_named(ip):
-    body = "%%xla -q\ndt_out = (dt_x * 2).sum()"
-    ip.run_cell("dt_x = torch.randn(7, 3).to(torch_xla.device())", store_history=True)
-    assert ip.run_cell(body, store_history=True, cell_id="dtype-cell").success
-    ip.run_cell("dt_x = torch.randn(7, 3).to(torch.bfloat16).to(torch_xla.device())", store_history=True)
-    assert ip.run_cell(body, store_history=True, cell_id="dtype-cell").success
-    assert "changed dtype: f32[7,3] -> bf16[7,3]" in xla_lab.last().steps[0].recompile_reason
-
-
-def test_baked_scalar_change_names_value_and_line(ip):
-    ip.run_cell("sc_x = torch.randn(9, 2).to(torch_xla.device())", store_history=True)
-    assert ip.run_cell("""%%xla -q
-for p in (2.0, 3.0):
-    sc_y = sc_x.pow(p).sum()
-    torch_xla.sync()
-""", store_history=True).success
-    reason = xla_lab.last().steps[1].recompile_reason
-    assert "scalar baked into the graph changed: 2 -> 3" in reason
-    assert "]:2 (sc_y = sc_x.pow(p).sum())" in reason
-
-
-def test_op_sequence_change_names_the_first_different_op(ip):
-    ip.run_cell("os_x = torch.randn(6, 5).to(torch_xla.device())", store_history=True)
-    assert ip.run_cell("""%%xla -q
-for i in range(2):
-    if i == 0:
-        os_y = torch.relu(os_x) * 3
-    else:
-        os_y = torch.tanh(os_x) * 3
-    torch_xla.sync()
-""", store_history=True).success
-    reason = xla_lab.last().steps[1].recompile_reason
-    assert "traced ops changed" in reason and "aten::tanh" in reason and "aten::relu" in reason
-    assert "]:5 (os_y = torch.tanh(os_x) * 3)" in reason
-
-
-def test_output_set_change_is_named(ip):
-    ip.run_cell("oc_x = torch.randn(4, 4).to(torch_xla.device())", store_history=True)
-    assert ip.run_cell("""%%xla -q
-kept = []
-for i in range(2):
-    oc_y = oc_x.exp()
-    if i == 1:
-        kept.append(oc_x.exp() + 1)
-    torch_xla.sync()
-""", store_history=True).success
-    reason = xla_lab.last().steps[1].recompile_reason
-    assert "the set of outputs changed: 2 outputs instead of 1" in reason
-
-
-def test_mid_step_item_split_is_named(ip):
-    ip.run_cell("it_x = torch.randn(4, 8).to(torch_xla.device())\nit_w = torch.randn(8, 8).to(torch_xla.device())",
-                store_history=True)
-    assert ip.run_cell("""%%xla -q
-h = it_x @ it_w
-scale = h.abs().max().item()
-out = (h / scale).sum()
-""", store_history=True).success
-    c = xla_lab.last()
-    assert c.steps[0].sync_cause == "implicit: .item() reads the value"
-    assert re.search(r"cut mid-way at \[\d+\]:2 \(\.item\(\) reads the value\)", c.steps[0].recompile_reason)
 
 
 @pytest.mark.slow

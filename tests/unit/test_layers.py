@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "xla_lab"
+PACKAGE = Path(__file__).resolve().parents[2] / "xla_lab"
 LAYERS = "the layers"  # every module of hlo, capture, profile, precompile and view (ALLOWED orders them)
 ORDER = [  # lowest first: a module imports only modules of the entries before its own
     {"xla_lab.settings"},
