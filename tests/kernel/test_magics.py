@@ -236,7 +236,7 @@ def test_a_quiet_cell_reaches_the_side_panel_and_leaves_no_output():
     the notebook keeps nothing): its steps and summary, the rest when the side panel asks for it (a
     step of it opened); a cell that is not quiet sends no such message."""
     from kernels import Kernel
-    from test_frontend import run_silently, send_full_capture_code
+    from frontend_calls import run_silently, send_full_capture_code
 
     from xla_lab.view.panel import QUIET_MIME
     from xla_lab.view.saved_output import unpacked_payload
