@@ -15,8 +15,8 @@ from xla_lab import session as session_mod
 from xla_lab.capture.prompts import PROMPTS
 from xla_lab.interrupts import HeldInterrupts
 from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
+from xla_lab.settings import SAVE_CHOICES
 from xla_lab.view.report import MAX_ROWS, Report
-from xla_lab.view.saved_output import SAVE_CHOICES
 
 LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save", "profile")
 QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")

@@ -1,8 +1,6 @@
 """Fusion map, memory, the summary, the IR-to-HLO index and the annotated source, on real graphs
 compiled by %%xla (``mlp_capture``: conftest.py; recompile explanations: test_recompile_reasons.py)."""
 
-import re
-
 import pytest
 
 import xla_lab

@@ -10,7 +10,6 @@ import pytest
 from IPython.utils.capture import capture_output
 
 import xla_lab
-from xla_lab.magics import XlaMagics
 from xla_lab.view.report import Report, to_html, to_rich, to_text
 
 

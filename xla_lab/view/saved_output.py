@@ -17,7 +17,6 @@ import gzip
 import json
 
 from xla_lab.hlo.parser import strip_metadata
-from xla_lab.settings import SAVE_CHOICES
 
 SUMMARY_MIME = "application/vnd.xla-lab.summary+json"  # marks a summary-only output (for the extension)
 PACKING = "gzip+base64"
