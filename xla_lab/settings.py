@@ -75,22 +75,17 @@ def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
     return parse
 
 
-def _on_unless_0(text: str) -> bool:
-    """Any value but ``0`` turns it on (as it always did); one other than ``1`` says so."""
-    if text.strip() == "0":
-        return False
-    if text.strip() != "1":
-        raise BadValue("is not 0 or 1", use=True, used="on (any value but 0 turns it on)")
-    return True
+def _switch(other_values: str) -> Callable[[str], bool]:
+    """A switch: ``0`` is off, ``1`` is on, and any other value is on too (as it always was), saying so
+    with ``other_values`` (how the setting reads such a value)."""
+    def parse(text: str) -> bool:
+        if text.strip() == "0":
+            return False
+        if text.strip() != "1":
+            raise BadValue("is not 0 or 1", use=True, used=f"on ({other_values})")
+        return True
 
-
-def _off_if_0(text: str) -> bool:
-    """Only ``0`` turns it off (as it always did); a value other than ``1`` says so."""
-    if text.strip() == "0":
-        return False
-    if text.strip() != "1":
-        raise BadValue("is not 0 or 1", use=True, used="on (only 0 turns it off)")
-    return True
+    return parse
 
 
 PEAKS_UNREADABLE: tuple[float, ...] = ()  # XLA_LAB_PEAKS was set but cannot be read: the peaks are unknown
@@ -130,10 +125,10 @@ class Settings:
         "XLA_LAB_SAVE", "full", _choice(SAVE_CHOICES), " or ".join(SAVE_CHOICES),
         "what notebooks keep of a %%xla output until %xla save changes it: every view, or a summary to share")
     ir_log: bool = _setting(
-        "XLA_LAB_IR_LOG", False, _on_unless_0, "1 = on, 0 = off",
+        "XLA_LAB_IR_LOG", False, _switch("any value but 0 turns it on"), "1 = on, 0 = off",
         "torch_xla's own lazy-IR text of every sync, cache hits too (costly); off, the graph is rebuilt from the HLO")
     persistent_cache: bool = _setting(
-        "XLA_LAB_PERSISTENT_CACHE", True, _off_if_0, "0 = off, 1 = on",
+        "XLA_LAB_PERSISTENT_CACHE", True, _switch("only 0 turns it off"), "0 = off, 1 = on",
         "XLA's persistent compile cache per notebook, on clients that can read it back (TPU, GPU)")
     peaks: tuple[float, ...] | None = _setting(
         "XLA_LAB_PEAKS", None, _peaks, "FLOPS,BYTES, e.g. 197e12,819e9",

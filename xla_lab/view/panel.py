@@ -205,7 +205,7 @@ class XlaPanel(anywidget.AnyWidget):
         if self._capture is not None and capture is None:
             text = "xla_lab panel (capture no longer kept by the kernel)"
             return {"text/plain": text, "text/html": f"<div>{text}</div>"}
-        data = _bundle(self.report(), self.panel_model(), self._save)
+        data = _bundle(self.report(), self._unsent, self._save)  # (one report: the model is lowered from it)
         if self.comm is not None:  # closed widgets have no view
             data[WIDGET_MIME] = {"version_major": 2, "version_minor": 1, "model_id": self.model_id}
         return data

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from xla_lab.capture.ir_graph import parse_ir_text
 from xla_lab.capture.records import CellCapture, GraphArtifacts
-from xla_lab.capture.source_ref import shown_ref
 
 from .annotate import file_line_kernels, line_kernels
 from .details import file_lines, main_step
@@ -87,18 +86,13 @@ def _current_lines(data: dict, report: Report) -> None:
     compiled a graph as this run, other cells by their newest prompt)."""
     for art in (data.get("artifacts") or {}).values():
         compiled_in = art.get("compiled_in")
-
-        def shown(ln: dict) -> dict:
-            c = report.capture
-            return shown_ref(ln, c.execution_count, c.source, compiled_in, report.prompts)
-
         for k in art.get("fusions") or []:
             for key in ("lines", "model_lines"):
                 if k.get(key):
-                    k[key] = [shown(ln) for ln in k[key]]
+                    k[key] = [report.shown_in(ln, compiled_in) for ln in k[key]]
         for buffer in (art.get("memory") or {}).get("largest") or []:
             if isinstance(buffer, dict) and isinstance(buffer.get("source"), dict):
-                buffer["source"] = shown(buffer["source"])
+                buffer["source"] = report.shown_in(buffer["source"], compiled_in)
 
 
 def graph_model(art: GraphArtifacts, steps: list[int] | None = None, report: Report | None = None) -> dict:

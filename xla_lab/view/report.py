@@ -118,7 +118,10 @@ class Report:
     def shown(self, ref: dict, step: StepRecord | GraphArtifacts | None = None) -> dict:
         """A line recorded by a graph (of ``step``), as this report names it."""
         art = step.artifacts if isinstance(step, StepRecord) else step
-        compiled_in = art.compiled_in if art is not None else None
+        return self.shown_in(ref, art.compiled_in if art is not None else None)
+
+    def shown_in(self, ref: dict, compiled_in: int | None) -> dict:
+        """A line recorded by a graph compiled in the run ``compiled_in``, as this report names it."""
         c = self.capture
         return shown_ref(ref, c.execution_count, c.source, compiled_in, self.prompts)
 
@@ -187,10 +190,10 @@ class Report:
     def memory_line(self) -> str | None:
         return memory_line(self.main, shown=self.shown) if self.main is not None else None
 
-    def sections(self, max_rows: int | None = None, details: bool = True) -> list:
+    def sections(self, details: bool = True) -> list:
         """The report as sections, in the order every renderer shows them. ``details=False`` leaves out
         the kernels, memory and warnings (the static HTML shows them in sections of its own)."""
-        return sections(self, self.max_rows if max_rows is None else max_rows, details)
+        return sections(self, self.max_rows, details)
 
     # display (notebooks: text and HTML; a terminal: rich)
     def text(self) -> str:
