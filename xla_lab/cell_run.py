@@ -78,6 +78,7 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         recorder.named = bool(options.name)
         recorder.start()
         profiler = _start_profiler(recorder, options.profile_steps) if options.profile else None
+        window = _open_compile_window(recorder) if profiler is None else None
         watch = progress(recorder) if progress is not None else None
     error: BaseException | None = None
     result = None
@@ -95,6 +96,8 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         repair_and_note_lost_tensors(shell, error, recorder.capture)
         if not options.no_sync:
             try:
+                if window is not None:
+                    window.before_final_sync()
                 recorder.final_sync()
             except Exception as exc:
                 if error is None:
@@ -111,6 +114,8 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         _attach_launches(session, recorder, capture)
         if profiler is not None:
             _attach_profile(session, capture, profiler)
+        _attach_compile_profiles(session, capture, window, profiler)
+        _advise(shell, capture)
         if recorder.device_error is not None:  # a graph of the cell failed while running
             repair_and_note_lost_tensors(shell, recorder.device_error, capture)
             if error is None:
@@ -163,6 +168,50 @@ def _start_profiler(recorder, steps: int | None):
         return None
     recorder.on_explicit_sync(profiler.after_sync)  # ends the session after its steps
     return profiler
+
+
+def _open_compile_window(recorder):
+    """The compile profile's session (``profile/compile_window.py``), unless switched off."""
+    from xla_lab import settings
+    from xla_lab.profile.compile_window import CompileWindow
+
+    if not settings.current().compile_profile:
+        return None
+    window = CompileWindow()
+    if window.start():
+        recorder.on_explicit_sync(window.after_sync)  # closes it once the loop is steady
+    return window
+
+
+def _attach_compile_profiles(session, capture: CellCapture, window, profiler) -> None:
+    """Each compiled graph's compile profile, from the window or the ``--profile`` session's bytes."""
+    from xla_lab.profile.attach import attach_compile_profiles
+
+    try:
+        if profiler is not None:
+            data = session.raw_profile(capture)
+            attach_compile_profiles(capture, [data] if data else [], failure=profiler.failure or (
+                None if data else "the --profile session recorded nothing"))
+        elif window is not None:
+            chunks = window.stop()
+            attach_compile_profiles(capture, chunks, missed=window.missed, failure=window.failure)
+    except Exception as exc:  # never lose the capture to a compile profile
+        capture.notes.append(f"the compile profiles could not be read: {type(exc).__name__}: {exc}")
+
+
+def _advise(shell, capture: CellCapture) -> None:
+    """What would cut the cell's compiles (``profile/compile_advice.py``), with the notebook's stacks
+    of identical layers as candidates for scan_layers."""
+    from xla_lab.precompile.scan_whatif import layer_stacks
+    from xla_lab.profile.compile_advice import advise
+
+    try:
+        profiled = any(s.cache == "miss" and s.artifacts is not None and s.artifacts.compile_profile
+                       for s in capture.steps)
+        stacks = layer_stacks(shell.user_ns, CellFiles.from_shell(shell, None, None).files) if profiled else []
+        capture.advice = advise(capture, stacks)
+    except Exception as exc:  # advice is never worth the capture
+        capture.notes.append(f"the compile advice failed: {type(exc).__name__}: {exc}")
 
 
 def _attach_profile(session, capture: CellCapture, profiler) -> None:

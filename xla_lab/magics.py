@@ -18,7 +18,7 @@ from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
 from xla_lab.settings import SAVE_CHOICES
 from xla_lab.view.report import MAX_ROWS, Report
 
-LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save", "profile")
+LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save", "profile", "whatif")
 QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")
 
 
@@ -130,11 +130,38 @@ class XlaMagics(Magics):
             self._save(session, command[1:])
         elif verb == "profile":
             self._profile(session, command[1:])
+        elif verb == "whatif":
+            return self._whatif(session, command[1:])
         elif verb == "clear":
             n = len(session.history)
             session.clear()
             print(f"xla_lab: cleared {n} captures and the stored graphs.")
         return None
+
+    def _whatif(self, session, words: list[str]):
+        """``%xla whatif scan EXPR input=8x32x192``: scan_layers' compile measured beside the unrolled
+        stack's (``precompile/scan_whatif.py``)."""
+        usage = "usage: %xla whatif scan LAYERS input=8x32x192 (LAYERS: e.g. model.layers, a stack of identical layers)"
+        if len(words) != 3 or words[0] != "scan" or not words[2].startswith("input="):
+            raise UsageError(usage)
+        from xla_lab.precompile.scan_whatif import measure
+
+        try:
+            layers = eval(words[1], self.shell.user_ns)
+        except Exception as exc:
+            raise UsageError(f"cannot evaluate {words[1]!r}: {type(exc).__name__}: {exc}") from None
+        try:
+            shape = tuple(int(d) for d in words[2][len("input="):].lower().split("x"))
+        except ValueError:
+            raise UsageError(f"cannot read the input shape {words[2]!r}: write it as input=8x32x192") from None
+        if not shape or any(d < 1 for d in shape):
+            raise UsageError(f"cannot read the input shape {words[2]!r}: dimensions are positive integers")
+        if session.queue is not None:
+            session.queue.wait_for_job()  # never beside a precompile job
+        try:
+            return measure(words[1], layers, shape, step_compile_s=_step_compile_s(session, words[1]))
+        except (ValueError, TypeError) as exc:
+            raise UsageError(str(exc)) from None
 
     def _save(self, session, words: list[str]) -> None:
         if len(words) > 1 or (words and words[0] not in SAVE_CHOICES):
@@ -235,6 +262,15 @@ def _history_entry(session, words: list[str]):
         return session.history[index]
     except IndexError:
         raise UsageError(f"no capture {index} (history has {len(session.history)})") from None
+
+
+def _step_compile_s(session, expr: str) -> float | None:
+    """The latest measured compile whose advice named this layer stack."""
+    for capture in reversed(session.history):
+        for a in capture.advice:
+            if a.get("kind") == "scan_layers" and a["evidence"].get("expr") == expr:
+                return a["evidence"].get("compile_s")
+    return None
 
 
 def _parse_variant(queue, words: list[str]):

@@ -130,6 +130,9 @@ class Settings:
     persistent_cache: bool = _setting(
         "XLA_LAB_PERSISTENT_CACHE", True, _switch("only 0 turns it off"), "0 = off, 1 = on",
         "XLA's persistent compile cache per notebook, on clients that can read it back (TPU, GPU)")
+    compile_profile: bool = _setting(
+        "XLA_LAB_COMPILE_PROFILE", True, _switch("only 0 turns it off"), "0 = off, 1 = on",
+        "a profiler session open while a cell's syncs may compile: where each compile's seconds went")
     peaks: tuple[float, ...] | None = _setting(
         "XLA_LAB_PEAKS", None, _peaks, "FLOPS,BYTES, e.g. 197e12,819e9",
         "the device's peak FLOP/s and bytes/s for the roofline; unset, the CPU client measures them once")

@@ -74,6 +74,9 @@ class GraphArtifacts:
     # SPMD (hlo/sharding.py spmd_summary): device count, each input's layout on the devices, each
     # collective with its payload, groups and cell lines. None for graphs on one device.
     spmd: dict | None = None
+    # Where the compile's seconds went (profile/compile_profile.py): phases, passes, per-kernel compile
+    # time, counts; None when the compile was not profiled (the reason is in the capture's notes)
+    compile_profile: dict | None = None
     # True once the store dropped this graph's text to bound memory (capture/store.py): the HLO
     # fields then hold a sentence saying so; the graph text and the analysis are gone.
     evicted: bool = False
@@ -222,6 +225,9 @@ class CellCapture:
     # launch {"launch", "function", "start_method", "processes", "error"}
     ranks: list[RankRecord] = field(default_factory=list)
     launches: list[dict] = field(default_factory=list)
+    # what would cut the cell's compile time (profile/compile_advice.py): [{"kind", "text", "evidence",
+    # "graph_hash" (None: the cell's), "line" (a source reference or None), "compiled_in"}]
+    advice: list[dict] = field(default_factory=list)
     schema: str = SCHEMA
 
     # --- summaries used by every view -------------------------------------------------------

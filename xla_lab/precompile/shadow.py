@@ -207,3 +207,11 @@ class RngState:
             import numpy as np
 
             np.random.set_state(self.numpy)
+
+
+def shadow_copy(obj: Any) -> Any:
+    """A deep copy of ``obj`` (a module, an optimizer, a list of them) whose device tensors are new
+    device data with the same values (``_clone``), cloned in tensor-id order as a job's shadow is."""
+    tensors = sorted(reachable_tensors([obj]), key=tensor_id)
+    memo = {id(t): _clone(t) for t in tensors}
+    return copy.deepcopy(obj, memo)

@@ -58,3 +58,77 @@ def attach_profile(capture, data: bytes, device: str = "CPU", recorded: int | No
                              "not the cell's steps (e.g. a precompile job or another thread): left out of the "
                              "cell's times")
     capture.profile = record
+
+
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s", re.M)
+
+
+def instruction_count(hlo: str | None) -> int | None:
+    """HLO instructions in a module's text (every computation's), None without the text."""
+    return len(_INSTRUCTION.findall(hlo)) if hlo else None
+
+
+def attach_compile_profiles(capture, chunks: list[bytes], missed: int = 0, failure: str | None = None) -> None:
+    """Give each graph the cell compiled its compile profile (``GraphArtifacts.compile_profile``), from
+    the bytes a compile window (``compile_window.py``) or a ``--profile`` session recorded. A compile
+    the profiles do not cover gets a note that says why. Problems become notes."""
+    from .compile_profile import compile_profiles
+
+    profiles = []
+    for data in chunks:
+        if not data:
+            continue
+        try:
+            planes = read_space(data)
+        except ProfileFormatError as exc:
+            capture.notes.append(f"a compile profile could not be read: {exc}")
+            continue
+        with gc_paused():
+            profiles.extend(compile_profiles(planes))
+    misses = [s for s in capture.steps if s.cache == "miss" and s.artifacts is not None]
+    for p in profiles:
+        step = _compiled_step(p, [s for s in misses if s.artifacts.compile_profile is None])
+        if step is not None:
+            _store(step, p)
+    without = [s for s in misses if s.artifacts.compile_profile is None]
+    if not without:
+        return
+    steps = ", ".join(str(s.index) for s in without[:8]) + (" ..." if len(without) > 8 else "")
+    if failure:
+        why = f"no compile profile for step(s) {steps}: {failure}"
+    elif missed:
+        why = (f"no compile profile for step(s) {steps}: compiled after the cell's loop had hit the cache "
+               "twice in a row, while the compile profile's session was closed for speed (it opens again after "
+               "such a compile, so a further compile of the cell is profiled)")
+    else:
+        why = f"no compile profile for step(s) {steps}: the profiler session recorded no compile for them"
+    capture.notes.append(why)
+
+
+def _compiled_step(profile: dict, candidates: list):
+    """The step whose compile the profile recorded: both time the same call (torch_xla's CompileTime is
+    the ``PjRtComputationClient::Compile`` event), so their seconds agree; a module name, when the
+    backend gives one, must agree too (names repeat: ``cell_3.130`` is the module's instruction id)."""
+    seconds = profile["compile_ns"] / 1e9
+
+    def off(step) -> float:
+        known = step.timings.get("compile_s")
+        return abs(known - seconds) if known is not None else float("inf")
+
+    module = profile.get("module")
+    named = [s for s in candidates if module and _MODULE.search(s.artifacts.hlo_after or "")
+             and _MODULE.search(s.artifacts.hlo_after).group(1) == module]
+    for pool in (named, candidates):
+        best = min(pool, key=off, default=None)
+        if best is not None and off(best) <= max(2e-3, 0.01 * seconds):
+            return best
+    return None
+
+
+def _store(step, profile: dict) -> None:
+    art = step.artifacts
+    profile["counts"] = {"hlo_before": instruction_count(art.hlo_before), "hlo_after": instruction_count(art.hlo_after),
+                         "kernels": len(art.fusions) if art.fusions is not None else None,
+                         "functions": (profile.get("codegen") or {}).get("functions")}
+    profile["step"] = step.index
+    art.compile_profile = profile

@@ -59,7 +59,47 @@ def of_report(report: Report) -> dict:
         "runs": [run_model(r) for r in report.earlier + [capture]],
         # added to the contract: measured time (%%xla --profile), None when the cell was not profiled
         "profile": profile_model(report),
+        # added to the contract: where each compile of this run went (compile_model), [] if none
+        "compile": compile_model(report),
     }
+
+
+def _line_row(ln) -> dict:
+    return {"ref": ({"cell": ln.cell, "line": ln.line, "code": ln.code} if ln.file is None else
+                    {"file": ln.file, "line": ln.line, "code": ln.code}) if ln.line is not None else None,
+            "label": ln.label, "ns": ln.total_ns, "share": ln.share, "kernels": len(ln.kernels),
+            "top_kernels": [name for name, _ in ln.kernels[:5]]}
+
+
+def compile_model(report: Report, top: int = 200) -> list[dict]:
+    """Per compile of the run: the profile's phases, passes and counts, the kernels with their compile
+    time and lines (as the report names them), the lines and aten ops by compile time, the kernels
+    without a time and why, the advice, and the text lines every other renderer shows."""
+    from xla_lab.view.compile_summary import compile_lines
+
+    out = []
+    for v in report.compile_views:
+        p = v.profile
+        advice = report.advice(v.graph_hash)
+        out.append({
+            "graph_hash": v.graph_hash, "graph_name": v.graph_name, "step": v.step, "module": p.get("module"),
+            "compile_ns": p["compile_ns"], "lowering_ns": p.get("lowering_ns"), "explained": p["explained"],
+            "phases": p["phases"], "pipelines": p.get("pipelines") or [], "passes": (p.get("passes") or [])[:40],
+            "counts": p.get("counts") or {}, "codegen": p.get("codegen") or {},
+            "kernel_threads": p.get("kernel_threads"), "kernel_thread_ns": p.get("kernel_thread_ns"),
+            "kernels": [{"name": k.name, "kind": k.kind, "ns": k.total_ns, "share": k.share,
+                         "op_count": next((x.get("op_count") for x in p["kernels"] if x["name"] == k.name), None),
+                         "lines": k.lines, "model_lines": k.model_lines, "aten_ops": k.aten_ops}
+                        for k in v.kernels[:top]],
+            "untimed": [{"reason": why, "kernels": names} for why, names in v.untimed.items()],
+            "lines": [_line_row(ln) for ln in v.lines[:50]],
+            "model_lines": [_line_row(ln) for ln in v.model_lines[:50]],
+            "ops": [{"op": op, "ns": ns, "share": share} for op, ns, share in v.ops[:50]],
+            "advice": [{"kind": a["kind"], "text": a["text"], "where": a.get("where"), "line": a.get("line")}
+                       for a in advice],
+            "text": compile_lines(v, advice),
+        })
+    return out
 
 
 # --- summary ------------------------------------------------------------------------------------

@@ -184,6 +184,37 @@ class Report:
 
         return line_times(self.capture, model=model, kernels=self.profile_kernels) if self.capture.profile else []
 
+    @functools.cached_property
+    def compile_views(self) -> list:
+        """Where each compile of this run went (``profile/compile_breakdown.py``), in step order."""
+        from xla_lab.profile.compile_breakdown import compile_views
+
+        return compile_views(self.capture, self.prompts)
+
+    def advice(self, graph_hash: str | None = None) -> list[dict]:
+        """The capture's compile advice (of one graph, or of the cell when None), each with its line
+        as this report names it in ``where``."""
+        out = []
+        for a in self.capture.advice:
+            if a.get("graph_hash") != graph_hash:
+                continue
+            line = a.get("line")
+            where = ref_with_code(self.shown_in(line, a.get("compiled_in"))) if line else None
+            text = a["text"] + (f" (the line: {where})" if where else "")
+            out.append({**a, "where": where, "text": text})
+        return out
+
+    def compile_lines(self, top: int = 3, compiles: int = 2) -> list[str]:
+        """The largest compiles in full, the rest one line each, then the cell's own advice."""
+        from xla_lab.view.compile_summary import compile_lines, headline
+
+        views = sorted(self.compile_views, key=lambda v: -v.compile_ns)
+        out = []
+        for n, v in enumerate(views):
+            out.extend(compile_lines(v, self.advice(v.graph_hash), top) if n < compiles else [headline(v)])
+        out.extend(f"advice: {a['text']}" for a in self.advice(None))
+        return out
+
     def kernel_rows(self, top: int | None) -> list[KernelRow]:
         return kernel_rows(self.main, top=top, shown=self.shown) if self.main is not None else []
 
@@ -276,6 +307,11 @@ class Ranks:
 
 
 @dataclass
+class Compile:
+    lines: list[str]  # where each compile's seconds went and what would cut them (Report.compile_lines)
+
+
+@dataclass
 class Warnings:
     lines: list[str]  # Report.warnings, clipped
 
@@ -324,6 +360,9 @@ def sections(report: Report, max_rows: int | None = MAX_ROWS, details: bool = Tr
     if rows:
         out.append(Steps(rows[:max_rows], len(rows) - max_rows if max_rows is not None and len(rows) > max_rows else 0))
     out.append(Recompiles(recompile_lines(c)))
+    compile_text = report.compile_lines(compiles=2 if details else 1)
+    if compile_text:
+        out.append(Compile(compile_text))
     if details and step is not None and step.fusions:
         out.append(Kernels(step.index, len(step.fusions), report.kernel_rows(top=max_rows and 6)))
     memory = report.memory_line() if details else None
@@ -359,7 +398,7 @@ def _text(part) -> list[str]:
             f"    {k.name:<24} {k.kind:<12} {k.flops:>12} {k.bytes:>10}  {k.ops}  {k.lines}" for k in part.rows]
     if isinstance(part, Memory):
         return [f"  memory of step {part.step}'s graph: {part.line}"]
-    if isinstance(part, (Spmd, Profile, Ranks)):
+    if isinstance(part, (Spmd, Profile, Ranks, Compile)):
         return ["  " + ln for ln in part.lines]
     if isinstance(part, Warnings):
         return [f"  ! {w}" for w in part.lines]
@@ -406,7 +445,7 @@ def _html(part) -> list[str]:
         return out
     if isinstance(part, Memory):
         return [f"<div>memory of step {part.step}'s graph: {e(part.line)}</div>"]
-    if isinstance(part, (Spmd, Profile, Ranks)):
+    if isinstance(part, (Spmd, Profile, Ranks, Compile)):
         return [f"<pre>{e(chr(10).join(part.lines))}</pre>"] if part.lines else []
     if isinstance(part, Warnings):
         return [f"<div class=\"miss\">! {e(w)}</div>" for w in part.lines]
@@ -445,6 +484,8 @@ def _rich(part) -> list:
         return [Text("\n".join(part.lines), style="cyan")] if part.lines else []
     if isinstance(part, Profile):
         return [Text("\n".join(part.lines), style="magenta")] if part.lines else []
+    if isinstance(part, Compile):
+        return [Text("\n".join(part.lines), style="blue")] if part.lines else []
     if isinstance(part, Ranks):
         return [Text(ln, style="bold red" if ln.startswith("! ") else "") for ln in part.lines]
     if isinstance(part, Warnings):

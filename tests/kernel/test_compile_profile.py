@@ -1,0 +1,222 @@
+"""Compile profiles (``profile/compile_profile.py``, ``compile_window.py``, ``compile_breakdown.py``)
+on real compiles: every compile of a cell gets one, its phases add up to torch_xla's CompileTime, its
+kernels are the fusion map's, its lines add up to its kernels; the session is open only while the
+cell's syncs may compile; the advice rests on measured numbers; every renderer shows it."""
+
+import torch
+
+import xla_lab
+from xla_lab import settings
+from xla_lab.profile.compile_breakdown import compile_views
+from xla_lab.view.panel_model import panel_model
+from xla_lab.view.report import Report
+from xla_lab.view.static_html import capture_html
+
+SETUP = """
+import torch, torch_xla
+dev = torch_xla.device()
+torch.manual_seed(0)
+cp_model = torch.nn.Sequential(torch.nn.Linear({d}, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to(dev)
+cp_opt = torch.optim.SGD(cp_model.parameters(), lr=0.1)
+cp_x = torch.randn(8, {d}).to(dev)
+"""
+STEP = """
+for i in range({n}):
+    loss = cp_model(cp_x).pow(2).mean()
+    loss.backward(); cp_opt.step(); cp_opt.zero_grad()
+    torch_xla.sync()
+"""
+
+
+def _misses(c):
+    return [s for s in c.steps if s.cache == "miss"]
+
+
+def _check_profile(step):
+    """What every compile profile promises, on one compiled step."""
+    p = step.artifacts.compile_profile
+    assert p is not None, "no compile profile"
+    # the phases cut torch_xla's CompileTime of this compile into pieces that add up to it
+    assert abs(sum(ph["ns"] for ph in p["phases"]) - p["compile_ns"]) <= 1e-6 * p["compile_ns"]
+    assert abs(p["compile_ns"] / 1e9 - step.timings["compile_s"]) <= 0.01 * step.timings["compile_s"] + 1e-3
+    assert {"HLO passes", "kernel emission", "LLVM codegen"} <= {ph["name"] for ph in p["phases"]}
+    assert p["passes"] and p["pipelines"] and p["codegen"]["functions"] > 0
+    counts = p["counts"]
+    assert counts["kernels"] == len(step.artifacts.fusions) and counts["hlo_before"] > 0 and counts["hlo_after"] > 0
+    # every kernel of the optimized module has a compile time or a stated reason, and nothing else does
+    names = {k["name"] for k in step.artifacts.fusions}
+    timed = {k["name"] for k in p["kernels"]}
+    assert timed and timed <= names
+    return p
+
+
+def test_every_compile_of_a_cell_has_a_profile_that_adds_up(ip, xla_cell, fresh_dim):
+    assert ip.run_cell(SETUP.format(d=fresh_dim)).success
+    # the train step, then work left pending for the end-of-cell sync (the window closed on the steady loop
+    # opens again for it)
+    c = xla_cell(STEP.format(n=3) + "cp_eval = cp_model(torch.randn(4, %d).to(dev)).sum()\n" % fresh_dim)
+    misses = _misses(c)
+    assert len(misses) == 2 and misses[1].sync_cause.startswith("end of cell")
+    for step in misses:
+        _check_profile(step)
+    assert not [n for n in c.notes if "compile profile" in n]
+    (view,) = [v for v in compile_views(c) if v.step == misses[0].index]
+    untimed = {n for names in view.untimed.values() for n in names}
+    assert {k.name for k in view.kernels} | untimed == {k["name"] for k in misses[0].artifacts.fusions}
+    # per-line (and per-op) compile times add up to the kernel times they came from
+    kernels = sum(k.total_ns for k in view.kernels)
+    assert abs(sum(ln.total_ns for ln in view.lines) - kernels) <= 1e-6 * kernels
+    assert abs(sum(ln.total_ns for ln in view.model_lines) - kernels) <= 1e-6 * kernels
+    assert abs(sum(ns for _, ns, _ in view.ops) - kernels) <= 1e-6 * kernels
+    assert view.lines[0].label == f"[{c.execution_count}]:3"  # the line of the model's forward and backward
+
+
+def test_a_python_loop_unrolled_into_the_graph_is_ranked_first(ip, xla_cell, fresh_dim):
+    assert ip.run_cell(SETUP.format(d=fresh_dim)).success
+    # 60 passes of 4 ops (roll, cos, add, softmax) each, every pass a kernel of its own (another shift)
+    c = xla_cell("""h = cp_model(cp_x)
+y = h.repeat(1, 16)
+for i in range(60):
+    y = (y + y.roll(i % 13 + 1, dims=-1).cos()).softmax(-1)
+loss = h.sum() + y.sum()
+torch_xla.sync()
+""")
+    (view,) = compile_views(c)
+    top = view.lines[0]
+    assert top.label == f"[{c.execution_count}]:4", [(ln.label, ln.share) for ln in view.lines]
+    assert top.share > 0.5 and len(top.kernels) >= 10
+    heavy = [a for a in c.advice if a["kind"] == "heavy_line"]
+    assert heavy and heavy[0]["line"]["line"] == 4
+    text = Report(c).text()
+    assert "fori_loop or scan compiles the body once" in text and f"[{c.execution_count}]:4" in text
+
+
+def test_the_session_closes_on_a_steady_loop_and_opens_again_after_a_compile(ip, xla_cell, fresh_dim):
+    """Open while the loop may compile; closed after two cache hits in a row (a compile then has no
+    profile, and says why); open again after that compile, so the next one is profiled."""
+    assert ip.run_cell(SETUP.format(d=fresh_dim)).success
+    c = xla_cell(f"""for n in (8, 8, 8, 8, 8, 5, 3):
+    loss = cp_model(torch.randn(n, {fresh_dim}).to(dev)).pow(2).mean()
+    loss.backward(); cp_opt.step(); cp_opt.zero_grad()
+    torch_xla.sync()
+""")
+    misses = _misses(c)
+    assert [s.index for s in misses][-2:] == [5, 6] and misses[0].index <= 1
+    _check_profile(misses[0])
+    assert misses[-2].artifacts.compile_profile is None
+    assert any("no compile profile for step(s) 5: compiled after the cell's loop had hit the cache" in n for n in c.notes)
+    _check_profile(misses[-1])
+
+
+def test_switched_off_there_is_no_session_and_no_note(ip, xla_cell, fresh_dim):
+    assert ip.run_cell(SETUP.format(d=fresh_dim)).success
+    try:
+        settings.reload({"XLA_LAB_COMPILE_PROFILE": "0"})
+        c = xla_cell(STEP.format(n=1))
+    finally:
+        settings.reload()
+    assert _misses(c) and all(s.artifacts.compile_profile is None for s in _misses(c))
+    assert not [n for n in c.notes if "compile profile" in n]
+    assert not [a for a in c.advice if a["kind"] in ("scan_layers", "heavy_line")]
+    assert "compile of step" not in Report(c).text()
+
+
+def test_profile_flag_shares_its_session_with_the_compile_profile(ip, xla_cell, fresh_dim):
+    assert ip.run_cell(SETUP.format(d=fresh_dim)).success
+    c = xla_cell(STEP.format(n=2), "--profile")
+    assert c.profile and c.profile["steps"]
+    _check_profile(_misses(c)[0])
+
+
+def test_a_running_user_trace_costs_the_profile_not_the_cell(ip, xla_cell, fresh_dim, tmp_path):
+    import torch_xla.debug.profiler as xp
+
+    assert ip.run_cell(SETUP.format(d=fresh_dim)).success
+    xp.start_server(0) if False else None
+    xp.start_trace(str(tmp_path))
+    try:
+        c = xla_cell(STEP.format(n=1))
+    finally:
+        xp.stop_trace()
+    assert _misses(c) and _misses(c)[0].artifacts.compile_profile is None
+    assert any("no compile profile" in n and "xp.start_trace" in n for n in c.notes)
+    assert c.error is None
+
+
+def test_every_renderer_shows_the_compile(ip, xla_cell, fresh_dim):
+    from rich.console import Console
+
+    assert ip.run_cell(SETUP.format(d=fresh_dim)).success
+    c = xla_cell(STEP.format(n=2))
+    report = Report(c)
+    text = report.text()
+    assert "compile of step 0" in text and "LLVM codegen" in text and "kernel compile time by cell line" in text
+    console = Console(record=True, width=200)
+    console.print(report)
+    assert "compile of step 0" in console.export_text()
+    assert "compile of step 0" in report.html()
+    model = panel_model(c)
+    (entry,) = model["compile"]
+    assert entry["step"] == 0 and entry["kernels"] and entry["lines"][0]["label"] == f"[{c.execution_count}]:3"
+    assert abs(sum(ph["ns"] for ph in entry["phases"]) - entry["compile_ns"]) <= 1e-6 * entry["compile_ns"]
+    assert "compile of step 0" in capture_html(c)
+
+
+def test_recompiles_for_new_shapes_get_advice_with_their_line(ip, xla_cell, fresh_dim):
+    assert ip.run_cell(SETUP.format(d=fresh_dim)).success
+    c = xla_cell(f"""for n in (8, 5, 3):
+    loss = cp_model(torch.randn(n, {fresh_dim}).to(dev)).pow(2).mean()
+    torch_xla.sync()
+""")
+    (shapes,) = [a for a in c.advice if a["kind"] == "shapes"]
+    assert shapes["evidence"]["compiles"] == 2 and shapes["line"]["line"] == 3
+    assert "pad or bucket" in Report(c).text()
+
+
+def test_scan_whatif_measures_both_and_touches_nothing_of_the_user(ip, xla_cell, fresh_dim):
+    import torch_xla
+
+    assert ip.run_cell(f"""
+import torch, torch_xla
+dev = torch_xla.device()
+torch.manual_seed(0)
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear({fresh_dim}, {fresh_dim})
+    def forward(self, x):
+        return torch.relu(self.fc(x)) + x
+class Stack(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(Block() for _ in range(n))
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+stack_model = Stack(4).to(dev)
+stack_x = torch.randn(2, {fresh_dim}).to(dev)
+""").success
+    c = xla_cell("stack_model(stack_x).sum().backward()\ntorch_xla.sync()\n")
+    (advice,) = [a for a in c.advice if a["kind"] == "scan_layers"]
+    assert advice["evidence"]["expr"] == "stack_model.layers" and advice["evidence"]["layers"] == 4
+    before = [p.detach().cpu().clone() for p in ip.user_ns["stack_model"].parameters()]
+    seed = torch_xla._XLAC._xla_get_rng_seed(str(torch_xla.device()))
+    rng = torch.get_rng_state()
+    result = ip.run_line_magic("xla", f"whatif scan stack_model.layers input=2x{fresh_dim}")
+    assert result.unrolled_s > 0 and result.scanned_s > 0 and result.layers == 4
+    assert result.step_compile_s == advice["evidence"]["compile_s"] and result.predicted_step_s is not None
+    assert "scanned" in result.text() and ("recommended" in result.text())
+    after = [p.detach().cpu() for p in ip.user_ns["stack_model"].parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(before, after))
+    assert torch_xla._XLAC._xla_get_rng_seed(str(torch_xla.device())) == seed and torch.equal(torch.get_rng_state(), rng)
+
+
+def test_whatif_bad_input_gets_one_clear_line(ip):
+    from IPython.core.error import UsageError
+    import pytest
+
+    for line, words in [("whatif scan", "usage"), ("whatif scan nothing_here input=2x3", "cannot evaluate"),
+                        ("whatif scan torch input=2xa", "input shape"), ("whatif scan torch input=2x3", "not a stack")]:
+        with pytest.raises(UsageError, match=words):
+            ip.run_line_magic("xla", line)

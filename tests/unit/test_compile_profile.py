@@ -1,0 +1,86 @@
+"""The compile profile's reading of XLA's compile events (``profile/compile_profile.py``), the advice's
+loop rule and the comparison line, on event trees shaped as torch_xla 2.9's CPU client records them
+(``design.md`` "Compile-time facts"; the real compiles are in tests/kernel/test_compile_profile.py)."""
+
+from xla_lab.profile.compile_advice import _in_unrolled_loop
+from xla_lab.profile.compile_profile import compile_profiles, kernel_name
+from xla_lab.profile.xplane import Event, Line, Plane
+
+MS = 1e6
+
+
+def ev(event, start_ms, dur_ms, **stats):
+    return Event(event, start_ms * MS, dur_ms * MS, stats)
+
+
+def _planes(extra_python=(), codegen=()):
+    python = [
+        ev("XLAGraphExecutor::Compile", 0, 110),
+        ev("PjRtComputationClient::Compile", 10, 100),
+        ev("PjRtCpuClient::Compile", 12, 95),
+        ev("HLO passes through layout assignment", 15, 20),
+        ev("algsimp", 16, 5), ev("RunInvariantCheckers", 22, 2), ev("fusion", 25, 8),
+        ev("CpuCompiler::RunBackend", 40, 65, name="cell_3.17"),
+        ev("CpuCompiler::CompileCpuExecutable", 40, 65),
+        ev("ThunkEmitter::EmitEntryComputation", 45, 10),
+        ev("Codegen", 70, 30, num_compiled_functions=12, num_default_parts=4),
+        ev("JitCompiler::Compile", 70, 30),
+        *extra_python,
+    ]
+    threads = list(codegen) or [ev("FusionCompiler::Compile", 46, 12, module="add_fusion.3_kernel_module", op_count=7),
+                                 ev("FusionCompiler::Compile", 47, 20, module="dot_fusion.clone_kernel_module", op_count=3),
+                                 ev("TaskDispatcher::dispatch", 71, 25)]
+    return [Plane("/host:CPU", [Line("python", python), Line("tf_xla-cpu-codegen/1", threads)])]
+
+
+def test_phases_cut_compile_time_into_pieces_that_add_up():
+    (p,) = compile_profiles(_planes())
+    assert p["module"] == "cell_3.17" and p["compile_ns"] == 100 * MS and p["lowering_ns"] == 10 * MS
+    phases = {ph["name"]: ph["ns"] / MS for ph in p["phases"]}
+    assert abs(sum(phases.values()) - 100) < 1e-6
+    # the client builds the module (10-15), the passes run (15-35), 35-40 is in no known place
+    assert phases["HLO module setup"] == 2 + 3 and phases["HLO passes"] == 20 and phases["other (untraced)"] == 5
+    # the backend schedules and assigns buffers before kernel emission (40-45)
+    assert phases["scheduling and buffer assignment"] == 5
+    # kernel emission: ThunkEmitter (45-55) and the compiling thread's wait for the codegen threads (to 67)
+    assert phases["kernel emission"] == 22
+    # LLVM codegen: the LLVM modules' set-up after emission (67-70) and Codegen (70-100)
+    assert phases["LLVM codegen"] == 33
+    assert phases["backend teardown"] == 5 and phases["executable wrap-up"] == 2 + 3
+    assert abs(p["explained"] - 0.95) < 1e-9 and abs(p["traced"] - 0.75) < 1e-9
+    assert [ph["name"] for ph in p["phases"] if ph["traced"]] == ["HLO passes", "kernel emission", "LLVM codegen"]
+
+
+def test_kernels_by_name_with_thread_time_and_passes_by_own_time():
+    (p,) = compile_profiles(_planes())
+    assert [k["name"] for k in p["kernels"]] == ["dot_fusion.clone", "add_fusion.3"]
+    assert p["kernel_thread_ns"] == 32 * MS and p["kernel_threads"] == 1
+    assert p["codegen"] == {"ns": 30 * MS, "functions": 12, "parts": 4, "thread_ns": 25 * MS, "threads": 1}
+    passes = {x["name"]: x["ns"] / MS for x in p["passes"]}
+    assert passes["HLO passes through layout assignment"] == 20 - 5 - 2 - 8  # its own time, less its passes'
+    assert passes["fusion"] == 8 and passes["RunInvariantCheckers"] == 2
+    assert p["pipelines"] == [{"name": "HLO passes through layout assignment", "ns": 20 * MS}]
+
+
+def test_two_compiles_are_two_profiles_and_other_events_are_not_passes():
+    second = [ev("PjRtComputationClient::Compile", 200, 50), ev("PjRtCpuClient::Compile", 200, 50),
+              ev("dce", 205, 5), ev("ThreadpoolListener::Record", 220, 1)]
+    profiles = compile_profiles(_planes(extra_python=second))
+    assert [p["compile_ns"] / MS for p in profiles] == [100, 50]
+    late = profiles[1]
+    assert late["module"] is None and late["lowering_ns"] is None and late["kernels"] == []
+    assert {x["name"] for x in late["passes"]} == {"dce"}
+
+
+def test_kernel_names_drop_the_module_suffix():
+    assert kernel_name("add_fusion.3_kernel_module") == "add_fusion.3"
+    assert kernel_name("copy_bitcast_fusion.17.clone_kernel_module") == "copy_bitcast_fusion.17.clone"
+    assert kernel_name("plain") == "plain"
+
+
+def test_a_loop_that_syncs_is_a_training_loop_not_an_unrolled_one():
+    source = "for i in range(3):\n    y = y * 2\nfor s in range(4):\n    loss = step()\n    torch_xla.sync()\n"
+    assert _in_unrolled_loop(source, 2)
+    assert not _in_unrolled_loop(source, 4)
+    assert not _in_unrolled_loop(source, 1)  # the for line itself is not its body
+    assert not _in_unrolled_loop("def f(:\n", 1)

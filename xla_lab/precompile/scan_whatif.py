@@ -1,0 +1,170 @@
+"""The scan_layers what-if: would ``torch_xla.experimental.scan_layers`` cut the compile of a stack of
+identical layers? Measured, never guessed: the stack is compiled twice on a private copy (its
+parameters copied through the host, as a precompile job's shadow is), once unrolled and once scanned,
+forward and backward, and the two compile times are compared. The user's modules, tensors, pending
+lazy work and random-number state are untouched: only the copy's tensors are synced
+(``_xla_sync_multi``), and the random state is restored afterwards.
+
+``layer_stacks`` finds the candidates in a namespace: ``nn.ModuleList`` / ``nn.Sequential`` children of
+the notebook's modules holding two or more layers of one class with the same parameter shapes (what
+``scan_layers`` needs: one layer's code run with each layer's weights).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .shadow import RngState, shadow_copy
+
+MIN_LAYERS = 2
+
+
+@dataclass
+class WhatIf:
+    expr: str
+    layers: int
+    input_shape: tuple[int, ...]
+    unrolled_s: float  # CompileTime of the unrolled stack (forward and backward)
+    scanned_s: float  # the same stack through scan_layers
+    step_compile_s: float | None = None  # the step's measured compile that holds the stack, if known
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def predicted_step_s(self) -> float | None:
+        """The step's compile with the stack scanned: its measured compile, less the unrolled stack's,
+        plus the scanned stack's."""
+        if self.step_compile_s is None:
+            return None
+        return max(self.step_compile_s - self.unrolled_s + self.scanned_s, 0.0)
+
+    @property
+    def recommended(self) -> bool:
+        return self.scanned_s < 0.9 * self.unrolled_s
+
+    def text(self) -> str:
+        out = [f"scan_layers what-if for {self.expr} ({self.layers} layers, input {tuple(self.input_shape)}), "
+               "forward and backward, measured on a copy:",
+               f"  unrolled: {self.unrolled_s:.2f} s CompileTime   scanned: {self.scanned_s:.2f} s "
+               f"({self.scanned_s / self.unrolled_s:.2f}x)" if self.unrolled_s else "  unrolled: 0 s"]
+        if self.predicted_step_s is not None:
+            out.append(f"  the step's compile: {self.step_compile_s:.2f} s measured -> about "
+                       f"{self.predicted_step_s:.2f} s with the stack scanned")
+        out.append("  recommended: wrap the stack in torch_xla.experimental.scan_layers.scan_layers(layers, x)"
+                   if self.recommended else
+                   "  not recommended: scanning does not cut this stack's compile by 10% or more")
+        out.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(out)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        import html
+
+        return {"text/plain": self.text(), "text/html": f"<pre>{html.escape(self.text())}</pre>"}
+
+
+def _source_span(cls) -> tuple[str, int, int] | None:
+    """The file and line span of the class's own methods (from their code objects: a class written in
+    a notebook cell has no source file ``inspect`` can find, its methods' code still names the cell's)."""
+    spans = []
+    for value in vars(cls).values():
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        if code is None:
+            continue
+        lines = [line for _, _, line in code.co_lines() if line is not None]
+        spans.append((code.co_filename, code.co_firstlineno, max(lines, default=code.co_firstlineno)))
+    if not spans:
+        return None
+    file = spans[0][0]
+    mine = [sp for sp in spans if sp[0] == file]
+    return file, min(sp[1] for sp in mine), max(sp[2] for sp in mine)
+
+
+def _identical(layers: list[torch.nn.Module]) -> bool:
+    if len(layers) < MIN_LAYERS or len({type(m) for m in layers}) != 1:
+        return False
+    shapes = [[(n, tuple(p.shape)) for n, p in m.named_parameters()] for m in layers]
+    return bool(shapes[0]) and all(s == shapes[0] for s in shapes[1:])
+
+
+def layer_stacks(namespace: dict, cell_files: dict | None = None, limit: int = 8) -> list[dict]:
+    """Stacks of identical layers in the notebook's modules: [{"expr", "count", "cls", "file", "cell",
+    "first", "last"}] (the layer class's source lines, to find its kernels by their model lines;
+    ``cell``: the prompt of the cell that defined the class, from ``cell_files`` (file -> prompt))."""
+    out, seen = [], set()
+    for var, value in list(namespace.items()):
+        if var.startswith("_") or not isinstance(value, torch.nn.Module) or id(value) in seen:
+            continue
+        for path, module in value.named_modules():
+            if id(module) in seen or not isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
+                continue
+            seen.add(id(module))
+            layers = list(module)
+            if not _identical(layers):
+                continue
+            span = _source_span(type(layers[0]))
+            if span is None:
+                continue
+            expr = f"{var}.{path}" if path else var
+            cell = (cell_files or {}).get(span[0])
+            out.append({"expr": expr, "count": len(layers), "cls": type(layers[0]).__name__,
+                        "file": None if cell is not None else span[0], "cell": cell,
+                        "first": span[1], "last": span[2]})
+            if len(out) >= limit:
+                return out
+        seen.add(id(value))
+    return out
+
+
+def _compile_s(run) -> float:
+    import torch_xla.debug.metrics as met
+
+    before = (met.metric_data("CompileTime") or (0, 0.0))[1]
+    run()
+    return ((met.metric_data("CompileTime") or (0, 0.0))[1] - before) / 1e9
+
+
+def measure(expr: str, layers, input_shape: tuple[int, ...], dtype=torch.float32,
+            step_compile_s: float | None = None) -> WhatIf:
+    """Compile ``layers`` (a ModuleList of identical layers) unrolled and scanned on copies, forward
+    and backward on an input of ``input_shape``, and compare the compile times."""
+    import torch_xla
+    from torch_xla.experimental.scan_layers import scan_layers
+
+    layers = list(layers) if isinstance(layers, (torch.nn.ModuleList, torch.nn.Sequential, list, tuple)) else []
+    if not _identical(layers):
+        raise ValueError(f"{expr} is not a stack of {MIN_LAYERS} or more layers of one class with the same "
+                         "parameter shapes: scan_layers runs one layer's code with each layer's weights")
+    device = next(layers[0].parameters()).device
+    if device.type != "xla":
+        raise ValueError(f"{expr} is on {device}, not on the XLA device: move the model there first")
+    rng = RngState.save()
+    notes = []
+    try:
+        def run(scanned: bool) -> None:
+            copy = shadow_copy(torch.nn.ModuleList(layers))
+            x = torch.zeros(input_shape, dtype=dtype, device=device, requires_grad=True)
+            if scanned:
+                out = scan_layers(copy, x)
+            else:
+                out = x
+                for layer in copy:
+                    out = layer(out)
+            out.float().sum().backward()
+            tensors = [x.grad] + [p.grad for p in copy.parameters() if p.grad is not None]
+            torch_xla._XLAC._xla_sync_multi(tensors, devices=[], wait=True)  # only the copy's tensors
+
+        start = time.time()
+        unrolled = _compile_s(lambda: run(False))
+        scanned = _compile_s(lambda: run(True))
+        if unrolled == 0.0 or scanned == 0.0:
+            notes.append("a variant hit XLA's compile cache (it was measured before in this process): "
+                         "its compile time reads 0; restart the kernel to measure again")
+        notes.append(f"measured in {time.time() - start:.1f} s")
+    finally:
+        rng.restore()
+    return WhatIf(expr, len(layers), tuple(input_shape), unrolled, scanned, step_compile_s, notes)

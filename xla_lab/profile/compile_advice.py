@@ -1,0 +1,133 @@
+"""What would cut a cell's compile time, each piece of advice with the evidence it rests on (measured
+numbers of this cell's compiles), never a guess. Pure: a capture (with its compile profiles) and the
+layer stacks found in the notebook (``precompile/scan_whatif.py``) in, JSON-ready advice out
+(``CellCapture.advice``).
+
+- A stack of identical layers compiled unrolled: every layer's kernels are emitted and compiled
+  again. ``scan_layers`` compiles one layer and loops over it, but is not always faster (its While
+  loop and the layer's backward have costs of their own), so the advice is to measure it first
+  (``%xla whatif scan``), which compiles the scanned stack beside the unrolled one.
+- Recompiles for new input shapes: each new shape is a whole compile.
+- Many graphs cut by value reads: each read cuts the step into another graph to compile.
+- One line that holds most of the kernel compile time with many kernels: a Python loop unrolled
+  into the graph.
+"""
+
+from __future__ import annotations
+
+from xla_lab.capture.source_ref import cell_ref
+
+from .compile_breakdown import compile_views
+
+LAYER_SHARE = 0.25  # a stack's lines hold at least this share of a compile's kernel compile time
+HEAVY_LINE_SHARE = 0.4
+HEAVY_LINE_KERNELS = 10
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.2f} s"
+
+
+def advise(capture, stacks: list[dict] = ()) -> list[dict]:
+    """``stacks``: [{"expr", "count", "cls", "file", "first", "last"}] (``scan_whatif.layer_stacks``)."""
+    out: list[dict] = []
+    views = compile_views(capture)
+    for v in views:
+        for st in stacks:
+            ns = sum(ln.total_ns for ln in v.model_lines if _in_stack(ln, st))
+            whole = sum(k.total_ns for k in v.kernels)
+            share = ns / whole if whole else 0.0
+            if share < LAYER_SHARE:
+                continue
+            out.append({
+                "kind": "scan_layers", "graph_hash": v.graph_hash, "line": None, "compiled_in": capture.execution_count,
+                "evidence": {"expr": st["expr"], "layers": st["count"], "share": share, "compile_s": v.compile_ns / 1e9},
+                "text": (f"{st['expr']} is {st['count']} identical {st['cls']} layers compiled unrolled: their code "
+                         f"holds {share:.0%} of this compile's kernel compile time ({_s(v.compile_ns / 1e9)} in all). "
+                         "torch_xla.experimental.scan_layers would compile one layer and loop over it, but is not "
+                         f"always faster: measure it first with %xla whatif scan {st['expr']} input=SHAPE "
+                         "(the shape the first layer receives)"),
+            })
+        top = v.lines[0] if v.lines else None
+        if top is not None and top.share >= HEAVY_LINE_SHARE and len(top.kernels) >= HEAVY_LINE_KERNELS \
+                and top.file is None and top.cell == capture.execution_count and top.line \
+                and _in_unrolled_loop(capture.source, top.line):
+            line = {"cell": top.cell, "line": top.line, "code": top.code} if top.file is None else \
+                {"file": top.file, "line": top.line, "code": top.code}
+            out.append({
+                "kind": "heavy_line", "graph_hash": v.graph_hash, "line": line, "compiled_in": capture.execution_count,
+                "evidence": {"share": top.share, "kernels": len(top.kernels), "ns": top.total_ns},
+                "text": (f"one line holds {top.share:.0%} of this compile's kernel compile time in {len(top.kernels)} "
+                         "kernels: a Python loop there is unrolled into the graph, each pass compiled again; "
+                         "torch_xla.experimental.fori_loop or scan compiles the body once"),
+            })
+    out.extend(_shape_recompiles(capture))
+    out.extend(_small_graphs(capture))
+    return out
+
+
+def _in_stack(ln, stack: dict) -> bool:
+    """A model line inside the layer class's source: the same cell, or a file whose path (as imported,
+    e.g. ``transformers/models/bert/modeling_bert.py``) ends the class's file path."""
+    if ln.line is None or not stack["first"] <= ln.line <= stack["last"]:
+        return False
+    if stack.get("cell") is not None:
+        return ln.file is None and ln.cell == stack["cell"]
+    return bool(ln.file and stack.get("file") and stack["file"].endswith(ln.file))
+
+
+SYNCS = ("sync(", "mark_step(", ".item(", "torch_xla.compile")
+
+
+def _in_unrolled_loop(source: str, line: int) -> bool:
+    """The cell's line is in a for/while loop whose body never syncs: the loop runs while the graph is
+    traced, and each pass adds its ops to the same graph (a training loop that syncs each step does not)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    lines = source.splitlines()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.While)) and node.lineno < line <= (node.end_lineno or node.lineno):
+            body = "\n".join(lines[node.lineno - 1:node.end_lineno])
+            if not any(s in body for s in SYNCS):
+                return True
+    return False
+
+
+def _shape_recompiles(capture) -> list[dict]:
+    by_line: dict[tuple, list] = {}
+    for s in capture.steps:
+        if s.cache == "miss" and s.recompile_reason and "changed shape" in s.recompile_reason:
+            by_line.setdefault((s.sync_line, s.sync_code), []).append(s)
+    out = []
+    for (line, code), steps in by_line.items():
+        seconds = sum(s.timings.get("compile_s") or 0.0 for s in steps)
+        out.append({
+            "kind": "shapes", "graph_hash": None, "line": cell_ref(capture.execution_count, line, code),
+            "compiled_in": capture.execution_count,
+            "evidence": {"compiles": len(steps), "compile_s": seconds, "steps": [s.index for s in steps]},
+            "text": (f"{len(steps)} compile(s) of this cell ({_s(seconds)}) were for inputs of a new shape: every "
+                     "shape is a compile of its own; pad or bucket the varying dimension to a few sizes (e.g. round "
+                     "sequence lengths up to a multiple of 64) so each size compiles once"),
+        })
+    return out
+
+
+def _small_graphs(capture) -> list[dict]:
+    misses = [s for s in capture.steps if s.cache == "miss"]
+    cut = [s for s in misses if s.sync_cause.startswith("implicit")]
+    if len(misses) < 3 or len(cut) < 2:
+        return []
+    seconds = sum(s.timings.get("compile_s") or 0.0 for s in misses)
+    first = cut[0]
+    return [{
+        "kind": "small_graphs", "graph_hash": None, "line": cell_ref(capture.execution_count, first.sync_line, first.sync_code),
+        "compiled_in": capture.execution_count,
+        "evidence": {"compiles": len(misses), "cut_by_reads": len(cut), "compile_s": seconds},
+        "text": (f"{len(misses)} graphs compiled in this cell ({_s(seconds)}), {len(cut)} of them cut by value reads: "
+                 "each read ends the graph there and the rest compiles as another; read values after "
+                 "torch_xla.sync(), or wrap the step in torch_xla.compile"),
+    }]

@@ -1,0 +1,94 @@
+"""The profiler session behind compile profiles: open from a cell's start while its syncs may compile,
+closed once its loop is steady, opened again after a compile it missed. The bytes it recorded become
+compile profiles (``compile_profile.py``) when the cell ends.
+
+Why a window and not the whole cell: a session records every kernel XLA runs, which a long cached
+loop pays for (``session.py``); around compiles it costs nothing measurable (``design.md``). A loop is
+steady, as source-line tracking reads it (``capture/instrument.py``), once its explicit syncs hit the
+cache ``STEADY_AFTER`` times in a row. A graph compiled while the window is closed (a value read after
+the loop) gets no profile; the window opens again right after, so the next compile of the cell has
+one, and before the end-of-cell sync, which compiles whatever the cell left pending.
+"""
+
+from __future__ import annotations
+
+STEADY_AFTER = 2
+
+
+class CompileWindow:
+    def __init__(self):
+        self._session = None
+        self._compiles = 0  # torch_xla's UncachedCompile at the last look
+        self._hits = 0
+        self.chunks: list[bytes] = []  # what each opening recorded
+        self.missed = 0  # graphs compiled while the window was closed
+        self.failure: str | None = None  # why there is no session (another profiler runs, ...)
+        self.closed_by_steady = 0  # how often the window closed on a steady loop
+
+    def start(self) -> bool:
+        """Open the window; False (and ``failure`` says why) when a session cannot start."""
+        self._compiles = _uncached_compiles()
+        return self._open()
+
+    def _open(self) -> bool:
+        import torch_xla
+        import torch_xla.debug.profiler as xp
+
+        if getattr(getattr(xp, "_profile_state", None), "profile_session", None) is not None:
+            self.failure = "a torch_xla profiler trace (xp.start_trace) is running"
+            return False
+        try:
+            self._session = torch_xla._XLAC.profiler.TslProfilerSessionWrapper()
+        except Exception as exc:  # e.g. a session started through the profiler server
+            self.failure = f"the profiler could not start: {exc}"
+            return False
+        return True
+
+    def after_sync(self, executed: bool) -> None:
+        """After each explicit sync of the cell (``CellRecorder.on_explicit_sync``)."""
+        now = _uncached_compiles()
+        compiled, self._compiles = now != self._compiles, now
+        if compiled:
+            self._hits = 0
+            if self._session is None and self.failure is None:
+                self.missed += 1
+                self._open()
+            return
+        if not executed:
+            return
+        self._hits += 1
+        if self._session is not None and self._hits >= STEADY_AFTER:
+            self._close()
+            self.closed_by_steady += 1
+
+    def before_final_sync(self) -> None:
+        """The end-of-cell sync may compile what the cell left pending: open again if the loop had
+        closed the window (a cell that never went steady pays nothing here)."""
+        if self._session is None and self.closed_by_steady and self.failure is None:
+            self._compiles = _uncached_compiles()
+            self._open()
+
+    def _close(self) -> None:
+        session, self._session = self._session, None
+        if session is None:
+            return
+        try:
+            self.chunks.append(bytes(session.stop()))
+        except Exception as exc:  # the cell goes on; the compile profiles of this opening are lost
+            self.failure = f"the profiler session failed to end: {type(exc).__name__}: {exc}"
+
+    def stop(self) -> list[bytes]:
+        """End the window (at the cell's end); every opening's bytes."""
+        self._close()
+        chunks, self.chunks = self.chunks, []
+        return chunks
+
+    @property
+    def running(self) -> bool:
+        return self._session is not None
+
+
+def _uncached_compiles() -> int:
+    import torch_xla
+
+    return torch_xla._XLAC._xla_counter_value("UncachedCompile") or 0
