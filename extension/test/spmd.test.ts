@@ -2,12 +2,13 @@
 // an MLP with sharded weights, batch and one mark_sharding inside the step, from xla_lab's spmd_summary),
 // and its DOM on a minimal fake document: user text goes in as text nodes, never as markup.
 import { readFileSync } from "node:fs";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Graph } from "../src/core/model";
 import {
   deviceColor, groupsText, hloNamesOfNodes, meshGrid, nodeShardings, parseSpmd, sourceText, spmdHeadline, splitTensors,
   SpmdError, type Spmd, type SpmdTensor,
 } from "../src/core/spmd";
+import { FakeEl, useFakeDocument } from "./fakedom";
 import { node } from "./fixtures";
 
 const RAW = JSON.parse(readFileSync(new URL("./fixtures/spmd.json", import.meta.url), "utf8"));
@@ -153,42 +154,10 @@ describe("nodeShardings", () => {
   });
 });
 
-// --- DOM on a minimal fake document ----------------------------------------------------------------
-
-class FakeNode {
-  parent: FakeEl | null = null;
-  constructor(readonly nodeType: number, public data = "") {}
-  get textContent(): string { return this.data; }
-}
-class FakeEl extends FakeNode {
-  children: FakeNode[] = [];
-  attrs = new Map<string, string>();
-  listeners = new Map<string, ((e: unknown) => void)[]>();
-  hidden = false;
-  constructor(readonly tagName: string, readonly ns: string | null = null) { super(1); }
-  setAttribute(k: string, v: string) { this.attrs.set(k, String(v)); }
-  getAttribute(k: string) { return this.attrs.get(k) ?? null; }
-  addEventListener(type: string, f: (e: unknown) => void) { this.listeners.set(type, [...(this.listeners.get(type) ?? []), f]); }
-  dispatch(type: string) { for (const f of this.listeners.get(type) ?? []) f({ type, target: this, stopPropagation() {} }); }
-  append(...nodes: (FakeNode | string)[]) { for (const n of nodes) this.adopt(typeof n === "string" ? new FakeNode(3, n) : n, this.children.length); }
-  prepend(...nodes: (FakeNode | string)[]) { nodes.reverse().forEach((n) => this.adopt(typeof n === "string" ? new FakeNode(3, n) : n, 0)); }
-  private adopt(n: FakeNode, at: number) { n.parent = this; this.children.splice(at, 0, n); }
-  get firstChild() { return this.children[0] ?? null; }
-  removeChild(n: FakeNode) { this.children = this.children.filter((c) => c !== n); }
-  override get textContent(): string { return this.children.map((c) => c.textContent).join(""); }
-  set innerHTML(_: string) { throw new Error("markup must never be assigned"); }
-  all(): FakeEl[] { return this.children.flatMap((c) => (c instanceof FakeEl ? [c, ...c.all()] : [])); }
-}
-const fakeDocument = {
-  createElement: (tag: string) => new FakeEl(tag.toUpperCase()),
-  createElementNS: (ns: string, tag: string) => new FakeEl(tag, ns),
-  createTextNode: (text: string) => new FakeNode(3, text),
-};
+// --- DOM on a minimal fake document (fakedom.ts) -----------------------------------------------------
 
 describe("the Sharding tab's DOM", () => {
-  const saved = (globalThis as { document?: unknown }).document;
-  beforeEach(() => { (globalThis as { document?: unknown }).document = fakeDocument; });
-  afterEach(() => { (globalThis as { document?: unknown }).document = saved; });
+  useFakeDocument();
 
   const EVIL = "<img src=x onerror=alert(1)>";
   function evilSpmd(): Spmd {

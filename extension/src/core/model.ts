@@ -128,10 +128,46 @@ export interface Profile {
   recorded_steps?: number; cell_steps?: number;
 }
 
+/** Where one compile's seconds went (panel_model.compile_model): one entry per graph the run compiled. */
+export interface CompilePhase { name: string; ns: number; share: number }
+export interface CompilePipeline { name: string; ns: number }
+/** an HLO pass by its own time; RunInvariantCheckers is the HLO verifier (run after many passes: `count`) */
+export interface CompilePass { name: string; ns: number; count: number }
+export interface CompileCounts { hlo_before: number | null; hlo_after: number | null; kernels: number | null; functions: number | null }
+/** LLVM codegen: machine code of `functions` in `parts` on `threads` threads (`thread_ns` can exceed `ns`) */
+export interface CompileCodegen { ns: number | null; functions: number | null; parts: number | null; thread_ns: number | null; threads: number | null }
+/** a kernel's emission time (its HLO to LLVM IR, on a codegen thread) and the lines it came from */
+export interface CompileKernel {
+  name: string; kind: string; ns: number; share: number; op_count: number | null;
+  lines: SourceRef[]; model_lines: SourceRef[]; aten_ops: string[];
+}
+/** a line's share of kernel compile time: `kernels` is how many kernels it fed, `top_kernels` the longest */
+export interface CompileLine { ref: SourceRef | null; label: string; ns: number; share: number; kernels: number; top_kernels: string[] }
+export interface CompileAdvice { kind: string; text: string; where: string | null; line: SourceRef | null }
+export interface CompileEntry {
+  graph_hash: string; graph_name: string | null; step: number | null; module: string | null;
+  /** torch_xla's CompileTime of this compile; `lowering_ns` came before it in torch_xla */
+  compile_ns: number; lowering_ns: number | null;
+  /** share of CompileTime inside traced compiler steps */
+  explained: number;
+  /** they add up to compile_ns */
+  phases: CompilePhase[]; pipelines: CompilePipeline[]; passes: CompilePass[];
+  counts: CompileCounts; codegen: CompileCodegen;
+  /** kernel emission's threads and thread time (which can exceed its wall time) */
+  kernel_threads: number | null; kernel_thread_ns: number | null;
+  kernels: CompileKernel[]; untimed: { reason: string; kernels: string[] }[];
+  lines: CompileLine[]; model_lines: CompileLine[]; ops: { op: string; ns: number; share: number }[];
+  advice: CompileAdvice[];
+  /** the same summary the terminal prints */
+  text: string[];
+}
+
 export interface PanelModel {
   schema: string; capture: Capture; summary: Summary; main_graph: string | null;
   graphs: Record<string, Graph>; source_lines: SourceLine[]; model_files: ModelFile[]; runs: Run[];
   profile: Profile | null;
+  /** the compiles of this run, where their time went; [] when none (and in outputs saved before it existed) */
+  compile: CompileEntry[];
   /** a quiet cell's steps and summary only: the side panel asks the kernel for the rest when needed */
   partial: boolean;
 }
@@ -381,6 +417,7 @@ export function parsePanelModel(raw: unknown): PanelModel {
     }),
     runs: arr(o.runs ?? [], "model.runs").map((r, i) => parseRun(r, `model.runs[${i}]`)),
     profile: o.profile == null ? null : parseProfile(o.profile, "model.profile"),
+    compile: parseCompile(o.compile, "model.compile"),
     partial: o.partial === true,
   };
 }
@@ -474,4 +511,55 @@ export function parseProfile(v: unknown, path: string): Profile {
     ops: arr(o.ops ?? [], `${path}.ops`).map((x, i) => { const p = `${path}.ops[${i}]`, xo = obj(x, p);
       return { op: str(xo.op, `${p}.op`), total_ns: num(xo.total_ns, `${p}.total_ns`), share: num(xo.share, `${p}.share`) }; }),
     steps, compare };
+}
+
+function refOrNull(v: unknown, path: string): SourceRef | null {
+  return v == null ? null : parseRef(v, path);
+}
+function refList(v: unknown, path: string): SourceRef[] {
+  return arr(v ?? [], path).map((l, i) => parseRef(l, `${path}[${i}]`));
+}
+
+function parseCompileLine(v: unknown, path: string): CompileLine {
+  const o = obj(v, path);
+  return { ref: refOrNull(o.ref, `${path}.ref`), label: str(o.label ?? "", `${path}.label`), ns: num(o.ns, `${path}.ns`),
+    share: num(o.share ?? 0, `${path}.share`), kernels: num(o.kernels ?? 0, `${path}.kernels`), top_kernels: strList(o.top_kernels, `${path}.top_kernels`) };
+}
+
+/** One compile's entry; a wrong type anywhere the Compile tab or the comparison reads is rejected with its path. */
+export function parseCompileEntry(v: unknown, path: string): CompileEntry {
+  const o = obj(v, path);
+  const list = <T>(key: string, f: (x: Obj, p: string) => T): T[] =>
+    arr(o[key] ?? [], `${path}.${key}`).map((x, i) => { const p = `${path}.${key}[${i}]`; return f(obj(x, p), p); });
+  const counts = obj(o.counts ?? {}, `${path}.counts`), codegen = obj(o.codegen ?? {}, `${path}.codegen`);
+  return {
+    graph_hash: str(o.graph_hash, `${path}.graph_hash`), graph_name: strOrNull(o.graph_name, `${path}.graph_name`),
+    step: numOrNull(o.step, `${path}.step`), module: strOrNull(o.module, `${path}.module`),
+    compile_ns: num(o.compile_ns, `${path}.compile_ns`), lowering_ns: numOrNull(o.lowering_ns, `${path}.lowering_ns`),
+    explained: num(o.explained ?? 0, `${path}.explained`),
+    phases: list("phases", (x, p) => ({ name: str(x.name, `${p}.name`), ns: num(x.ns, `${p}.ns`), share: num(x.share, `${p}.share`) })),
+    pipelines: list("pipelines", (x, p) => ({ name: str(x.name, `${p}.name`), ns: num(x.ns, `${p}.ns`) })),
+    passes: list("passes", (x, p) => ({ name: str(x.name, `${p}.name`), ns: num(x.ns, `${p}.ns`), count: num(x.count ?? 1, `${p}.count`) })),
+    counts: { hlo_before: numOrNull(counts.hlo_before, `${path}.counts.hlo_before`), hlo_after: numOrNull(counts.hlo_after, `${path}.counts.hlo_after`),
+      kernels: numOrNull(counts.kernels, `${path}.counts.kernels`), functions: numOrNull(counts.functions, `${path}.counts.functions`) },
+    codegen: { ns: numOrNull(codegen.ns, `${path}.codegen.ns`), functions: numOrNull(codegen.functions, `${path}.codegen.functions`),
+      parts: numOrNull(codegen.parts, `${path}.codegen.parts`), thread_ns: numOrNull(codegen.thread_ns, `${path}.codegen.thread_ns`),
+      threads: numOrNull(codegen.threads, `${path}.codegen.threads`) },
+    kernel_threads: numOrNull(o.kernel_threads, `${path}.kernel_threads`), kernel_thread_ns: numOrNull(o.kernel_thread_ns, `${path}.kernel_thread_ns`),
+    kernels: list("kernels", (x, p) => ({ name: str(x.name, `${p}.name`), kind: str(x.kind ?? "", `${p}.kind`), ns: num(x.ns, `${p}.ns`),
+      share: num(x.share ?? 0, `${p}.share`), op_count: numOrNull(x.op_count, `${p}.op_count`), lines: refList(x.lines, `${p}.lines`),
+      model_lines: refList(x.model_lines, `${p}.model_lines`), aten_ops: strList(x.aten_ops, `${p}.aten_ops`) })),
+    untimed: list("untimed", (x, p) => ({ reason: str(x.reason ?? "", `${p}.reason`), kernels: strList(x.kernels, `${p}.kernels`) })),
+    lines: list("lines", (x, p) => parseCompileLine(x, p)),
+    model_lines: list("model_lines", (x, p) => parseCompileLine(x, p)),
+    ops: list("ops", (x, p) => ({ op: str(x.op, `${p}.op`), ns: num(x.ns, `${p}.ns`), share: num(x.share ?? 0, `${p}.share`) })),
+    advice: list("advice", (x, p) => ({ kind: str(x.kind ?? "", `${p}.kind`), text: str(x.text, `${p}.text`),
+      where: strOrNull(x.where, `${p}.where`), line: refOrNull(x.line, `${p}.line`) })),
+    text: strList(o.text, `${path}.text`),
+  };
+}
+
+/** The panel's `compile` section: a list, one entry per compile; absent (an older saved output) or null: []. */
+export function parseCompile(v: unknown, path = "model.compile"): CompileEntry[] {
+  return arr(v ?? [], path).map((c, i) => parseCompileEntry(c, `${path}[${i}]`));
 }

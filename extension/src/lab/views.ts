@@ -1,6 +1,7 @@
 // The side panel's big views, loaded lazily (with the cell panel's renderers): one step at full size
 // and the comparison of two steps. Graphviz comes from the extension's own lazily loaded chunk.
 import { compareSteps, stepLabel, stepRefOf, type StepRef } from "../core/captures";
+import { compareCompiles } from "../core/compile";
 import { DIFF_COLORS, unitDiffStatus, type DiffStatus } from "../core/graphdiff";
 import { fmtSeconds, lineRef } from "../core/format";
 import type { SourceRef } from "../core/model";
@@ -67,6 +68,10 @@ export function compareView(a: StepRef, b: StepRef, deps: ViewDeps, t0: number):
       h("span", { class: `xla-lab-count xla-diff-${s}`, "data-status": s }, h("span", { class: "xla-swatch", style: `background:${DIFF_COLORS[s]}` }), `${d.counts[s]} ${s}`)));
   const reason = h("section", { class: "xla-lab-reason" }, h("h4", null, "Why did B compile again?"),
     h("ul", null, cmp.reason.map((r) => h("li", null, r))));
+  // the two runs' largest compiles in one line (Python's compare_line), when both runs profiled their
+  // compiles (two steps of one run have the same compiles: nothing to compare)
+  const compiled = a.entry.key === b.entry.key ? null : compareCompiles(a.entry.model.compile, b.entry.model.compile);
+  const compileLine = compiled ? h("p", { class: "xla-lab-compile-compare", title: "the largest compile of each run: CompileTime, kernel count, the line whose kernels grew most" }, compiled) : null;
   const la = stepLabel(a), lb = stepLabel(b);
   const tabs: [string, () => HTMLElement][] = [
     ["graph diff", () => h("div", null, counts, graph.el)],
@@ -93,6 +98,6 @@ export function compareView(a: StepRef, b: StepRef, deps: ViewDeps, t0: number):
   const el = h("div", { class: "xla-panel xla-lab-compare-view", "data-same-graph": String(cmp.sameGraph) },
     h("div", { class: "xla-lab-view-head" }, h("h3", null, "Compare"),
       h("div", { class: "xla-lab-ab" }, h("span", { class: "xla-lab-a" }, `A: ${la}`), h("span", { class: "xla-lab-b" }, `B: ${lb}`))),
-    reason, bar, body);
+    reason, compileLine, bar, body);
   return { el, dispose: () => undefined };
 }

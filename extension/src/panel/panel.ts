@@ -12,14 +12,15 @@ import { nodeShardings, spmdOf, type NodeSharding, type Spmd } from "../core/spm
 import { renderSummary } from "./summary";
 import { renderTimeline } from "./timeline";
 import { renderProfile, type TimelineRow } from "./profile";
+import { renderCompile } from "./compile";
 import type { VizLike } from "./viz";
 
 /** The DOM event a live cell panel sends for a line link: detail {capture: {cell_id, execution_count}, ref}. */
 export const SOURCE_EVENT = "xla-lab-source";
 
-export const TABS = ["summary", "graph", "hlo", "fusion", "profile", "sharding", "timeline", "memory"] as const;
+export const TABS = ["summary", "graph", "hlo", "fusion", "profile", "compile", "sharding", "timeline", "memory"] as const;
 export type TabName = (typeof TABS)[number];
-const TAB_LABEL: Record<TabName, string> = { summary: "Summary", graph: "Graph", hlo: "HLO", fusion: "Fusion map", profile: "Profile", sharding: "Sharding", timeline: "Timeline", memory: "Memory" };
+const TAB_LABEL: Record<TabName, string> = { summary: "Summary", graph: "Graph", hlo: "HLO", fusion: "Fusion map", profile: "Profile", compile: "Compile", sharding: "Sharding", timeline: "Timeline", memory: "Memory" };
 
 export interface PanelOptions {
   getViz: () => Promise<VizLike>; t0?: number;
@@ -69,7 +70,7 @@ export class PanelView {
     const tabbar = h("div", { class: "xla-tabs", role: "tablist" });
     const body = h("div", { class: "xla-tab-body" });
     for (const t of TABS) {
-      const b = h("button", { type: "button", class: "xla-tab", role: "tab", "data-tab": t, "aria-selected": "false", hidden: t === "sharding" || t === "profile" }, TAB_LABEL[t]);
+      const b = h("button", { type: "button", class: "xla-tab", role: "tab", "data-tab": t, "aria-selected": "false", hidden: t === "sharding" || t === "profile" || t === "compile" }, TAB_LABEL[t]);
       b.addEventListener("click", () => this.selectTab(t));
       this.tabButtons.set(t, b);
       tabbar.append(b);
@@ -114,6 +115,9 @@ export class PanelView {
     this.built.clear();
     this.tabButtons.get("profile")!.hidden = !this.model.profile;
     if (this.tab === "profile" && !this.model.profile) this.tab = "summary";
+    // the Compile tab: only for a run whose compiles were profiled
+    this.tabButtons.get("compile")!.hidden = !this.model.compile.length;
+    if (this.tab === "compile" && !this.model.compile.length) this.tab = "summary";
     this.drawHeader();
     this.loadSpmd();
     this.graphView.setGraph(this.hash ? this.model.graphs[this.hash] ?? null : null, t);
@@ -193,6 +197,9 @@ export class PanelView {
         execute_s: s.timings.execute_s ?? null, transfer_s: (s.timings.to_device_s ?? 0) + (s.timings.from_device_s ?? 0) })) }]));
     else if (t === "profile") pane.append(m.profile ? renderProfile(m.profile, profileTimeline(m.capture.profile), { onKernel: (k) => this.showKernel(k), onSource: this.onSource, color: this.colors })
       : h("p", { class: "xla-muted xla-empty" }, "Not profiled: run the cell with %%xla --profile."));
+    else if (t === "compile") pane.append(renderCompile(m.compile, { onSource: this.onSource,
+      hasKernel: (hash, name) => kernelsOf(m, hash).some((k) => k.name === name), onKernel: (hash, name) => this.showKernelOf(hash, name),
+      color: (hash, name) => (hash === this.hash ? this.colors(name) : kernelColor(name)) }));
     else if (t === "memory") pane.append(renderMemory(art?.memory, this.spmd?.memory_per_device ? this.spmd.devices : null, this.onSource));
     else if (t === "sharding") pane.append(this.spmd ? renderSharding(this.spmd, { kernels: new Set(kernels.map((k) => k.name)), onKernel: (k) => this.showKernel(k), color: this.colors, onSource: this.onSource })
       : h("p", { class: "xla-warning xla-error" }, this.spmdError ?? "No SPMD summary for this graph."));
@@ -210,6 +217,17 @@ export class PanelView {
     }
     const first = g.nodes.find((x) => x.line != null && x.op !== "xla::device_data");
     return first ? { node: first.id, what: lineRef(first) } : null;
+  }
+
+  /** Kernel `name` of graph `hash` in the Fusion map (that graph selected first). */
+  showKernelOf(hash: string, name: string) {
+    if (!this.model) return;
+    if (hash !== this.hash && (hash in this.model.capture.artifacts || hash in this.model.graphs)) {
+      const sel = this.header.querySelector<HTMLSelectElement>("select.xla-graph-select");
+      if (sel) sel.value = hash;
+      this.selectGraph(hash);
+    }
+    this.showKernel(name);
   }
 
   showKernel(name: string) {

@@ -10,7 +10,8 @@ export interface ProfileOptions { onKernel?: (name: string) => void; onSource?: 
 export type TimelineRow = [string, string, number, number, number];
 const MAX_TIMELINE_EVENTS = 5000;
 
-function bar(share: number): HTMLElement {
+/** a share (0..1) as a small horizontal bar */
+export function bar(share: number): HTMLElement {
   return h("span", { class: "xla-share", title: fmtShare(share) }, h("span", { class: "xla-share-fill", style: `width:${Math.max(0, Math.min(100, share * 100)).toFixed(1)}%` }));
 }
 
