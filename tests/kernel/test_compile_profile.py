@@ -40,6 +40,7 @@ def _check_profile(step):
     assert abs(sum(ph["ns"] for ph in p["phases"]) - p["compile_ns"]) <= 1e-6 * p["compile_ns"]
     assert abs(p["compile_ns"] / 1e9 - step.timings["compile_s"]) <= 0.01 * step.timings["compile_s"] + 1e-3
     assert {"HLO passes", "kernel emission", "LLVM codegen"} <= {ph["name"] for ph in p["phases"]}
+    assert p["explained"] >= 0.95 and 0 < p["traced"] <= p["explained"]
     assert p["passes"] and p["pipelines"] and p["codegen"]["functions"] > 0
     counts = p["counts"]
     assert counts["kernels"] == len(step.artifacts.fusions) and counts["hlo_before"] > 0 and counts["hlo_after"] > 0

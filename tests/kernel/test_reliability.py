@@ -374,6 +374,8 @@ def test_interrupt_during_a_compile_in_the_cell(ip, probe, fresh_dim):
     assert isinstance(err, KeyboardInterrupt)
     assert _cell_lines(err, c)[-1] == 4 and "not_reached" not in ip.user_ns
     assert [s.cache for s in c.steps] == ["miss"] and c.steps[0].sync_cause == "torch_xla.sync()"
+    # the compile ran to its end: its profile is kept (or, never silently, dropped with a note)
+    assert c.steps[0].artifacts.compile_profile is not None or any("compile profile" in n for n in c.notes)
     _workbench_is_clean()
     probe()
 

@@ -12,6 +12,7 @@ the notebook's modules holding two or more layers of one class with the same par
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -91,10 +92,17 @@ def _identical(layers: list[torch.nn.Module]) -> bool:
     return bool(shapes[0]) and all(s == shapes[0] for s in shapes[1:])
 
 
+def _is_torch(cls) -> bool:
+    return cls.__module__.split(".")[0] in ("torch", "torch_xla")
+
+
 def layer_stacks(namespace: dict, cell_files: dict | None = None, limit: int = 8) -> list[dict]:
-    """Stacks of identical layers in the notebook's modules: [{"expr", "count", "cls", "file", "cell",
-    "first", "last"}] (the layer class's source lines, to find its kernels by their model lines;
-    ``cell``: the prompt of the cell that defined the class, from ``cell_files`` (file -> prompt))."""
+    """Stacks of identical layers in the notebook's modules: [{"expr", "count", "cls", "spans",
+    "largest_param"}], the
+    spans being the source lines of the layer's own classes and of its submodules' that are not
+    torch's ([{"file", "cell", "first", "last"}]): the lines its kernels are credited to (a model line
+    is the innermost frame outside torch). ``cell``: the prompt of the cell that defined a class, from
+    ``cell_files`` (file -> prompt); ``file`` is then None."""
     out, seen = [], set()
     for var, value in list(namespace.items()):
         if var.startswith("_") or not isinstance(value, torch.nn.Module) or id(value) in seen:
@@ -106,14 +114,19 @@ def layer_stacks(namespace: dict, cell_files: dict | None = None, limit: int = 8
             layers = list(module)
             if not _identical(layers):
                 continue
-            span = _source_span(type(layers[0]))
-            if span is None:
+            spans = []
+            for cls in dict.fromkeys(type(m) for m in layers[0].modules()):
+                span = None if _is_torch(cls) else _source_span(cls)
+                if span is not None:
+                    cell = (cell_files or {}).get(span[0])
+                    spans.append({"file": None if cell is not None else span[0], "cell": cell,
+                                  "first": span[1], "last": span[2]})
+            if not spans and not _is_torch(type(layers[0])):
                 continue
             expr = f"{var}.{path}" if path else var
-            cell = (cell_files or {}).get(span[0])
-            out.append({"expr": expr, "count": len(layers), "cls": type(layers[0]).__name__,
-                        "file": None if cell is not None else span[0], "cell": cell,
-                        "first": span[1], "last": span[2]})
+            params = sorted((tuple(p.shape) for p in layers[0].parameters()), key=lambda d: -math.prod(d))
+            out.append({"expr": expr, "count": len(layers), "cls": type(layers[0]).__name__, "spans": spans,
+                        "largest_param": list(params[0])})
             if len(out) >= limit:
                 return out
         seen.add(id(value))

@@ -34,20 +34,9 @@ def advise(capture, stacks: list[dict] = ()) -> list[dict]:
     views = compile_views(capture)
     for v in views:
         for st in stacks:
-            ns = sum(ln.total_ns for ln in v.model_lines if _in_stack(ln, st))
-            whole = sum(k.total_ns for k in v.kernels)
-            share = ns / whole if whole else 0.0
-            if share < LAYER_SHARE:
-                continue
-            out.append({
-                "kind": "scan_layers", "graph_hash": v.graph_hash, "line": None, "compiled_in": capture.execution_count,
-                "evidence": {"expr": st["expr"], "layers": st["count"], "share": share, "compile_s": v.compile_ns / 1e9},
-                "text": (f"{st['expr']} is {st['count']} identical {st['cls']} layers compiled unrolled: their code "
-                         f"holds {share:.0%} of this compile's kernel compile time ({_s(v.compile_ns / 1e9)} in all). "
-                         "torch_xla.experimental.scan_layers would compile one layer and loop over it, but is not "
-                         f"always faster: measure it first with %xla whatif scan {st['expr']} input=SHAPE "
-                         "(the shape the first layer receives)"),
-            })
+            advice = _scan_advice(capture, v, st)
+            if advice is not None:
+                out.append(advice)
         top = v.lines[0] if v.lines else None
         if top is not None and top.share >= HEAVY_LINE_SHARE and len(top.kernels) >= HEAVY_LINE_KERNELS \
                 and top.file is None and top.cell == capture.execution_count and top.line \
@@ -66,14 +55,54 @@ def advise(capture, stacks: list[dict] = ()) -> list[dict]:
     return out
 
 
+def _scan_advice(capture, v, st: dict) -> dict | None:
+    """A stack of identical layers that this compile unrolled: the graph takes each layer's largest
+    weight as an input of its own (so at least ``count`` inputs of that shape), and the layer's code
+    holds a share of the kernel compile time (for a layer class of torch's own, whose kernels name the
+    line that called the model, the share is not known)."""
+    art = next((s.artifacts for s in capture.steps if s.graph_hash == v.graph_hash and s.artifacts), None)
+    params = ((art.signature or {}).get("params") or []) if art is not None else []
+    dims = tuple(st.get("largest_param") or ())
+    if sum(1 for p in params if _dims(p.get("shape")) == dims) < st["count"]:
+        return None
+    whole = sum(k.total_ns for k in v.kernels)
+    share = sum(ln.total_ns for ln in v.model_lines if _in_stack(ln, st)) / whole if whole else 0.0
+    if st.get("spans") and share < LAYER_SHARE:
+        return None
+    holds = (f"their code holds {share:.0%} of this compile's kernel compile time ({_s(v.compile_ns / 1e9)} in all)"
+             if st.get("spans") else f"this compile took {_s(v.compile_ns / 1e9)}")
+    return {
+        "kind": "scan_layers", "graph_hash": v.graph_hash, "line": None, "compiled_in": capture.execution_count,
+        "evidence": {"expr": st["expr"], "layers": st["count"], "share": share if st.get("spans") else None,
+                     "compile_s": v.compile_ns / 1e9},
+        "text": (f"{st['expr']} is {st['count']} identical {st['cls']} layers compiled unrolled: {holds}. "
+                 "torch_xla.experimental.scan_layers would compile one layer and loop over it, but is not always "
+                 f"faster: measure it first with %xla whatif scan {st['expr']} input=SHAPE (the shape the first "
+                 "layer receives)"),
+    }
+
+
+def _dims(shape: str | None) -> tuple:
+    from xla_lab.hlo.shapes import parse_shape
+
+    try:
+        return tuple(parse_shape(shape).dims) if shape else ()
+    except Exception:  # a shape this parser does not read (a tuple): not a weight
+        return ()
+
+
 def _in_stack(ln, stack: dict) -> bool:
-    """A model line inside the layer class's source: the same cell, or a file whose path (as imported,
-    e.g. ``transformers/models/bert/modeling_bert.py``) ends the class's file path."""
-    if ln.line is None or not stack["first"] <= ln.line <= stack["last"]:
+    """A model line inside the source of one of the layer's classes: the same cell, or a file whose
+    path (as imported, e.g. ``transformers/models/bert/modeling_bert.py``) ends the class's file path."""
+    return any(_in_span(ln, span) for span in stack.get("spans") or ())
+
+
+def _in_span(ln, span: dict) -> bool:
+    if ln.line is None or not span["first"] <= ln.line <= span["last"]:
         return False
-    if stack.get("cell") is not None:
-        return ln.file is None and ln.cell == stack["cell"]
-    return bool(ln.file and stack.get("file") and stack["file"].endswith(ln.file))
+    if span.get("cell") is not None:
+        return ln.file is None and ln.cell == span["cell"]
+    return bool(ln.file and span.get("file") and span["file"].endswith(ln.file))
 
 
 SYNCS = ("sync(", "mark_step(", ".item(", "torch_xla.compile")

@@ -140,3 +140,33 @@ def test_profile_measures_every_step_and_kernel(ip, zoo_runs, entry):
     lines = breakdown.line_times(capture, model=True, kernels=kernels)
     assert sum(ln.total_ns for ln in lines) == pytest.approx(sum(k.total_ns for k in kernels))
     assert lines[0].label != breakdown.NO_LINE
+
+
+@pytest.mark.parametrize("entry", zoo.ZOO, ids=lambda e: e.name)
+def test_every_compile_has_a_compile_profile_that_adds_up(zoo_runs, entry):
+    """Each graph the entry compiled has a compile profile whose named phases are its CompileTime, whose
+    kernels are the fusion map's (each with an emission time or a reason it has none), and whose lines
+    add up to its kernels: on the model's own file too."""
+    from xla_lab.profile.compile_breakdown import compile_views
+
+    capture = zoo_runs[entry.name][0]
+    misses = [s for s in capture.steps if s.cache == "miss" and s.artifacts is not None]
+    for step in misses:
+        p = step.artifacts.compile_profile
+        assert p is not None, (step.index, capture.notes)
+        assert abs(sum(ph["ns"] for ph in p["phases"]) - p["compile_ns"]) <= 1e-6 * p["compile_ns"]
+        assert p["explained"] >= 0.95, p["phases"]
+        assert abs(p["compile_ns"] / 1e9 - step.timings["compile_s"]) <= 0.01 * step.timings["compile_s"] + 1e-3
+        assert {k["name"] for k in p["kernels"]} <= {k["name"] for k in step.artifacts.fusions}
+    views = compile_views(capture)
+    assert len(views) == len({s.graph_hash for s in misses})
+    for v in views:
+        names = {k["name"] for k in next(s for s in misses if s.graph_hash == v.graph_hash).artifacts.fusions}
+        untimed = {n for group in v.untimed.values() for n in group}
+        assert {k.name for k in v.kernels} | untimed == names and not {k.name for k in v.kernels} & untimed
+        kernels = sum(k.total_ns for k in v.kernels)
+        assert abs(sum(ln.total_ns for ln in v.lines) - kernels) <= 1e-6 * max(kernels, 1)
+        assert abs(sum(ln.total_ns for ln in v.model_lines) - kernels) <= 1e-6 * max(kernels, 1)
+    if entry.model_file != "<cell>" and misses:
+        biggest = max(views, key=lambda v: v.compile_ns)
+        assert any(ln.file and ln.file.endswith(entry.model_file.split("/")[-1]) for ln in biggest.model_lines)
