@@ -3,11 +3,12 @@ on real compiles: every compile of a cell gets one, its phases add up to torch_x
 kernels are the fusion map's, its lines add up to its kernels; the session is open only while the
 cell's syncs may compile; the advice rests on measured numbers; every renderer shows it."""
 
+import pytest
 import torch
 
 import xla_lab
 from xla_lab import settings
-from xla_lab.profile.compile_breakdown import compile_views
+from xla_lab.profile.compile_breakdown import NO_KERNEL_EVENTS, compile_views
 from xla_lab.view.panel_model import panel_model
 from xla_lab.view.report import Report
 from xla_lab.view.static_html import capture_html
@@ -47,8 +48,21 @@ def _check_profile(step):
     # every kernel of the optimized module has a compile time or a stated reason, and nothing else does
     names = {k["name"] for k in step.artifacts.fusions}
     timed = {k["name"] for k in p["kernels"]}
-    assert timed and timed <= names
+    assert timed <= names
+    assert bool(timed) == PER_KERNEL and p["kernel_events"] == PER_KERNEL
     return p
+
+
+def _per_kernel() -> bool:
+    """torch_xla 2.9's XLA records an emission event per kernel; 2.8's emits every kernel into one LLVM
+    module and records none (its compile profiles say so instead)."""
+    import torch_xla
+
+    return tuple(int(x) for x in torch_xla.__version__.split(".")[:2]) >= (2, 9)
+
+
+PER_KERNEL = _per_kernel()
+needs_kernel_times = pytest.mark.skipif(not PER_KERNEL, reason="this torch_xla's XLA records no per-kernel compile events")
 
 
 def test_every_compile_of_a_cell_has_a_profile_that_adds_up(ip, xla_cell, fresh_dim):
@@ -63,6 +77,9 @@ def test_every_compile_of_a_cell_has_a_profile_that_adds_up(ip, xla_cell, fresh_
     assert not [n for n in c.notes if "compile profile" in n]
     (view,) = [v for v in compile_views(c) if v.step == misses[0].index]
     untimed = {n for names in view.untimed.values() for n in names}
+    if not PER_KERNEL:
+        assert list(view.untimed) == [NO_KERNEL_EVENTS] and not view.kernels and not view.lines
+        return
     assert {k.name for k in view.kernels} | untimed == {k["name"] for k in misses[0].artifacts.fusions}
     # per-line (and per-op) compile times add up to the kernel times they came from
     kernels = sum(k.total_ns for k in view.kernels)
@@ -72,6 +89,7 @@ def test_every_compile_of_a_cell_has_a_profile_that_adds_up(ip, xla_cell, fresh_
     assert view.lines[0].label == f"[{c.execution_count}]:3"  # the line of the model's forward and backward
 
 
+@needs_kernel_times
 def test_a_python_loop_unrolled_into_the_graph_is_ranked_first(ip, xla_cell, fresh_dim):
     assert ip.run_cell(SETUP.format(d=fresh_dim)).success
     # 60 passes of 4 ops (roll, cos, add, softmax) each, every pass a kernel of its own (another shift)
@@ -151,14 +169,17 @@ def test_every_renderer_shows_the_compile(ip, xla_cell, fresh_dim):
     c = xla_cell(STEP.format(n=2))
     report = Report(c)
     text = report.text()
-    assert "compile of step 0" in text and "LLVM codegen" in text and "kernel compile time by cell line" in text
+    assert "compile of step 0" in text and "LLVM codegen" in text
+    assert ("kernel compile time by cell line" in text) == PER_KERNEL
     console = Console(record=True, width=200)
     console.print(report)
     assert "compile of step 0" in console.export_text()
     assert "compile of step 0" in report.html()
     model = panel_model(c)
     (entry,) = model["compile"]
-    assert entry["step"] == 0 and entry["kernels"] and entry["lines"][0]["label"] == f"[{c.execution_count}]:3"
+    assert entry["step"] == 0 and entry["untimed"]
+    if PER_KERNEL:
+        assert entry["kernels"] and entry["lines"][0]["label"] == f"[{c.execution_count}]:3"
     assert abs(sum(ph["ns"] for ph in entry["phases"]) - entry["compile_ns"]) <= 1e-6 * entry["compile_ns"]
     assert "compile of step 0" in capture_html(c)
 

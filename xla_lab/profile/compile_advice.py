@@ -59,21 +59,22 @@ def _scan_advice(capture, v, st: dict) -> dict | None:
     """A stack of identical layers that this compile unrolled: the graph takes each layer's largest
     weight as an input of its own (so at least ``count`` inputs of that shape), and the layer's code
     holds a share of the kernel compile time (for a layer class of torch's own, whose kernels name the
-    line that called the model, the share is not known)."""
+    line that called the model, or an XLA that times no kernel, the share is not known)."""
     art = next((s.artifacts for s in capture.steps if s.graph_hash == v.graph_hash and s.artifacts), None)
     params = ((art.signature or {}).get("params") or []) if art is not None else []
     dims = tuple(st.get("largest_param") or ())
     if sum(1 for p in params if _dims(p.get("shape")) == dims) < st["count"]:
         return None
     whole = sum(k.total_ns for k in v.kernels)
+    measured = bool(st.get("spans")) and v.profile.get("kernel_events", True)  # a share can be read
     share = sum(ln.total_ns for ln in v.model_lines if _in_stack(ln, st)) / whole if whole else 0.0
-    if st.get("spans") and share < LAYER_SHARE:
+    if measured and share < LAYER_SHARE:
         return None
     holds = (f"their code holds {share:.0%} of this compile's kernel compile time ({_s(v.compile_ns / 1e9)} in all)"
-             if st.get("spans") else f"this compile took {_s(v.compile_ns / 1e9)}")
+             if measured else f"this compile took {_s(v.compile_ns / 1e9)}")
     return {
         "kind": "scan_layers", "graph_hash": v.graph_hash, "line": None, "compiled_in": capture.execution_count,
-        "evidence": {"expr": st["expr"], "layers": st["count"], "share": share if st.get("spans") else None,
+        "evidence": {"expr": st["expr"], "layers": st["count"], "share": share if measured else None,
                      "compile_s": v.compile_ns / 1e9},
         "text": (f"{st['expr']} is {st['count']} identical {st['cls']} layers compiled unrolled: {holds}. "
                  "torch_xla.experimental.scan_layers would compile one layer and loop over it, but is not always "

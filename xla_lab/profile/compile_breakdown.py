@@ -31,6 +31,8 @@ UNTIMED = {"dot": LIBRARY_CALL, "convolution": LIBRARY_CALL, "custom-call": LIBR
 FUSION = ("a fusion with no emission event: identical to another fusion (XLA compiles one and shares the code), "
           "or one the legacy emitter writes on the compiling thread (reductions, dot-rooted fusions)")
 COLLECTIVE = "a collective: the runtime's own code, nothing is generated for it"
+NO_KERNEL_EVENTS = ("this XLA records no compile event per kernel: it emits the kernels into one LLVM module and "
+                    "compiles that in parts (LLVM codegen), not named per kernel")
 
 
 def untimed_reason(kind: str) -> str:
@@ -86,7 +88,8 @@ def compile_view(art, execution_count: int | None, source: str, prompts=None) ->
     untimed: dict[str, list[str]] = {}
     for name, a in analysed.items():
         if name not in timed:
-            untimed.setdefault(untimed_reason(a["kind"]), []).append(name)
+            why = untimed_reason(a["kind"]) if profile.get("kernel_events", True) else NO_KERNEL_EVENTS
+            untimed.setdefault(why, []).append(name)
     return CompileView(art.graph_hash, art.graph_name, profile.get("step"), profile, rows, untimed,
                        line_times(None, model=False, kernels=rows), line_times(None, model=True, kernels=rows),
                        op_times(None, kernels=rows))

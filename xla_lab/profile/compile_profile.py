@@ -183,6 +183,9 @@ def _profile(root: Event, outer: Event | None, children, other_lines, thread: st
         "pipelines": passes["pipelines"],
         "passes": passes["passes"],
         "kernels": kernels,
+        # whether XLA recorded an emission event per kernel at all (torch_xla 2.9's XLA does; 2.8's emits
+        # every kernel into one LLVM module, compiled in parts, and records none)
+        "kernel_events": bool(kernels),
         "kernel_threads": len(kernel_lanes),
         "kernel_thread_ns": sum(k["ns"] for k in kernels),
         "codegen": {

@@ -39,6 +39,8 @@ def phase_lines(v: CompileView, top: int = 3) -> list[str]:
             detail = ", ".join(f"{x['name']} {_s(x['ns'])}" for x in passes)
             if verifier:
                 detail += f"; HLO verifier {_s(verifier['ns'])} ({verifier['count']} runs)"
+        elif ph["name"] == "kernel emission" and not p.get("kernel_events", True):
+            detail = "on the compiling thread; this XLA records no compile event per kernel"
         elif ph["name"] == "kernel emission":
             n_untimed = sum(len(names) for names in v.untimed.values())
             detail = (f"{len(v.kernels)} kernels timed on {p.get('kernel_threads', 0)} codegen thread(s): "

@@ -169,4 +169,7 @@ def test_every_compile_has_a_compile_profile_that_adds_up(zoo_runs, entry):
         assert abs(sum(ln.total_ns for ln in v.model_lines) - kernels) <= 1e-6 * max(kernels, 1)
     if entry.model_file != "<cell>" and misses:
         biggest = max(views, key=lambda v: v.compile_ns)
+        if not biggest.profile["kernel_events"]:  # torch_xla 2.8's XLA times no kernel: no lines to credit
+            assert not biggest.kernels and len(biggest.untimed) == 1
+            return
         assert any(ln.file and ln.file.endswith(entry.model_file.split("/")[-1]) for ln in biggest.model_lines)
