@@ -72,14 +72,14 @@ def attach_compile_profiles(capture, chunks: list[bytes], missed: int = 0, failu
     """Give each graph the cell compiled its compile profile (``GraphArtifacts.compile_profile``), from
     the bytes a compile window (``compile_window.py``) or a ``--profile`` session recorded. A compile
     the profiles do not cover gets a note that says why. Problems become notes."""
-    from .compile_profile import compile_profiles
+    from .compile_profile import CLIENT_COMPILE, OTHER_THREADS, compile_profiles
 
     profiles = []
     for data in chunks:
         if not data:
             continue
-        try:
-            planes = read_space(data)
+        try:  # the compiling thread whole; of the others only the kernels' compile events
+            planes = read_space(data, OTHER_THREADS, whole_lines_with=CLIENT_COMPILE)
         except ProfileFormatError as exc:
             capture.notes.append(f"a compile profile could not be read: {exc}")
             continue

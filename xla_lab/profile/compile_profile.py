@@ -28,6 +28,8 @@ CLIENT_COMPILE = "PjRtComputationClient::Compile"  # torch_xla's CompileTime
 GRAPH_COMPILE = "XLAGraphExecutor::Compile"  # lowering to HLO, then the client's compile
 KERNEL_COMPILE = "FusionCompiler::Compile"  # one per emitted kernel, stat "module", "op_count"
 CODEGEN = "Codegen"
+TASKS = "TaskDispatcher::dispatch"  # machine-code generation of one LLVM module, on a codegen thread
+OTHER_THREADS = frozenset({KERNEL_COMPILE, TASKS})  # what is read of threads that did not compile
 EMIT = "ThunkEmitter::EmitEntryComputation"
 VERIFIER = "RunInvariantCheckers"  # XLA's HLO verifier, run after passes
 # events that only contain others: their own (untraced) time is named after them
@@ -138,7 +140,7 @@ def _profile(root: Event, outer: Event | None, children, other_lines, thread: st
                 kernels.append({"name": kernel_name(module), "ns": ev.duration_ns,
                                 "op_count": ev.stats.get("op_count"), "start_ns": ev.start_ns})
                 kernel_lanes.add(lane)
-            elif ev.name == "TaskDispatcher::dispatch":
+            elif ev.name == TASKS:
                 parts.append((lane, ev))
     emission_end = max((k["start_ns"] + k["ns"] for k in kernels), default=None)
     # untraced backend time while kernels were still being emitted on other threads is the compiling

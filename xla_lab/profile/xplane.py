@@ -128,16 +128,18 @@ def _stats(stats, stat_names: dict[int, str], only: frozenset[int] | None = None
 
 def read_space(data: bytes, names: frozenset[str] | None = None, prefixes: tuple[str, ...] = (),
                with_stat: str | None = None, stats: frozenset[str] | None = None,
-               bare: tuple[str, ...] = ()) -> list[Plane]:
+               bare: tuple[str, ...] = (), whole_lines_with: str | None = None) -> list[Plane]:
     """The planes of an XSpace, each event with its absolute start and duration in nanoseconds.
 
     A long loop records tens of thousands of runtime events nobody reads (thread-pool regions,
     transposes, buffer waits): with ``names``, only events of those names, of names starting with
     one of ``prefixes``, or carrying the stat ``with_stat`` are read, and with ``stats`` only those
     stats of them; events whose names start with one of ``bare`` are read without stats (together
-    10x faster on a 200-step loop)."""
+    10x faster on a 200-step loop). ``whole_lines_with``: a line (thread) holding an event of that
+    name is read whole, whatever the filter (the thread that compiled: every HLO pass is an event of
+    its own name)."""
     with gc_paused():
-        return _read_space(data, names, prefixes, with_stat, stats, bare)
+        return _read_space(data, names, prefixes, with_stat, stats, bare, whole_lines_with)
 
 
 @contextlib.contextmanager
@@ -153,7 +155,7 @@ def gc_paused():
             gc.enable()
 
 
-def _read_space(data, names, prefixes, with_stat, stats, bare) -> list[Plane]:
+def _read_space(data, names, prefixes, with_stat, stats, bare, whole_lines_with=None) -> list[Plane]:
     from google.protobuf.message import DecodeError
 
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -176,17 +178,24 @@ def _read_space(data, names, prefixes, with_stat, stats, bare) -> list[Plane]:
             name = _text(md.name or md.display_name)
             wanted = names is None or name in names or (prefixes and name.startswith(prefixes))
             plain = bool(bare) and name.startswith(bare)
-            metadata[entry.key] = (name, _stats(md.stats, stat_names) if md.stats and not plain else {}, wanted, plain)
+            # (the metadata's stats are read when an event of it is kept: most metadata is of events the
+            # filter drops)
+            metadata[entry.key] = (name, md if md.stats and not plain else None, wanted, plain)
         lines = []
         # whether events of a metadata id carry ``with_stat``: decided on its first event (events of one
         # metadata come from one TraceMe site, so they all carry the same stats)
         marked: dict[int, bool] = {}
+        md_cache: dict[int, dict] = {}
+        whole_id = next((k for k, v in metadata.items() if v[0] == whole_lines_with), None) \
+            if whole_lines_with else None
         for line in plane.lines:
             events = []
             base = line.timestamp_ns
+            whole = whole_id is not None and any(ev.metadata_id == whole_id for ev in line.events)
             for ev in line.events:
                 mid = ev.metadata_id
                 name, md_stats, wanted, plain = metadata.get(mid) or (f"#{mid}", {}, names is None, False)
+                wanted = wanted or whole
                 if plain and wanted:
                     events.append(Event(name, base + ev.offset_ps / 1000.0, ev.duration_ps / 1000.0, {}))
                     continue
@@ -199,7 +208,11 @@ def _read_space(data, names, prefixes, with_stat, stats, bare) -> list[Plane]:
                     if not known:
                         continue
                 found = _stats(ev.stats, stat_names, only) if ev.stats else {}
-                for key, value in md_stats.items():
+                if md_stats is not None and not isinstance(md_stats, dict):
+                    md_stats = md_cache.get(mid)
+                    if md_stats is None:
+                        md_stats = md_cache[mid] = _stats(metadata[mid][1].stats, stat_names)
+                for key, value in (md_stats or {}).items():
                     found.setdefault(key, value)
                 events.append(Event(name, base + ev.offset_ps / 1000.0, ev.duration_ps / 1000.0, found))
             lines.append(Line(_text(line.display_name or line.name), events))
