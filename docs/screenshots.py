@@ -27,6 +27,7 @@ SHOTS = {
     "05_transformer_memory.ipynb": ("finetune", "memory", "05_memory.png"),
     "06_spmd.ipynb": ("sharded_train", "sharding", "06_sharding.png"),
     "07_profiling.ipynb": ("train", "profile", "07_profile.png"),
+    "08_compile_time.ipynb": ("rnn_loop", "compile", "08_compile.png"),
 }
 
 

@@ -168,9 +168,12 @@ def test_every_renderer_shows_the_compile(ip, xla_cell, fresh_dim):
     assert ip.run_cell(SETUP.format(d=fresh_dim)).success
     c = xla_cell(STEP.format(n=2))
     report = Report(c)
-    text = report.text()
-    assert "compile of step 0" in text and "LLVM codegen" in text
-    assert ("kernel compile time by cell line" in text) == PER_KERNEL
+    text = report.text()  # a cell's summary: the compile in a few lines
+    assert "compile of step 0" in text and "LLVM codegen" in text and "named phases" not in text
+    assert ("most kernel compile time: [" in text) == PER_KERNEL
+    full = Report(c, max_rows=None).text()  # %xla show: every phase, the top lines
+    assert "named phases: " in full and "scheduling and buffer assignment" in full
+    assert ("kernel compile time by cell line" in full) == PER_KERNEL
     console = Console(record=True, width=200)
     console.print(report)
     assert "compile of step 0" in console.export_text()

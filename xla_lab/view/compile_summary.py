@@ -69,8 +69,21 @@ def line_rows(v: CompileView, top: int = 3, model: bool = False) -> list[str]:
     return out
 
 
-def compile_lines(v: CompileView, advice: list[dict] | None = None, top: int = 3) -> list[str]:
-    """The compile in text: headline, phases, the lines that cost most, the advice."""
+def phases_in_one_line(v: CompileView) -> str:
+    parts = [f"{ph['name']} {_s(ph['ns'])} ({ph['share']:.0%})" for ph in v.profile["phases"] if ph["share"] >= 0.05]
+    threads = v.profile.get("kernel_threads") or (v.profile.get("codegen") or {}).get("threads")
+    where = f"; emission and codegen on {threads} threads" if threads else ""
+    return "  " + " | ".join(parts) + where
+
+
+def compile_lines(v: CompileView, advice: list[dict] | None = None, top: int = 3, compact: bool = False) -> list[str]:
+    """The compile in text: headline, phases, the lines that cost most, the advice. ``compact``: the
+    phases in one line and the top line only (a cell's summary; ``%xla show`` has it all)."""
+    if compact:
+        out = [headline(v), phases_in_one_line(v)]
+        out.extend("  most kernel compile time:" + ln[1:] for ln in line_rows(v, 1))
+        out.extend(f"  advice: {a['text']}" for a in advice or [])
+        return out
     out = [headline(v)] + phase_lines(v, top)
     if v.kernels:
         out.append("  kernel compile time by cell line:")

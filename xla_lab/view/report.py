@@ -204,14 +204,15 @@ class Report:
             out.append({**a, "where": where, "text": text})
         return out
 
-    def compile_lines(self, top: int = 3, compiles: int = 2) -> list[str]:
-        """The largest compiles in full, the rest one line each, then the cell's own advice."""
+    def compile_lines(self, top: int = 3, compiles: int = 2, compact: bool = False) -> list[str]:
+        """The largest compiles in full (``compact``: in a few lines), the rest one line each, then the
+        cell's own advice."""
         from xla_lab.view.compile_summary import compile_lines, headline
 
         views = sorted(self.compile_views, key=lambda v: -v.compile_ns)
         out = []
         for n, v in enumerate(views):
-            out.extend(compile_lines(v, self.advice(v.graph_hash), top) if n < compiles else [headline(v)])
+            out.extend(compile_lines(v, self.advice(v.graph_hash), top, compact) if n < compiles else [headline(v)])
         out.extend(f"advice: {a['text']}" for a in self.advice(None))
         return out
 
@@ -360,7 +361,7 @@ def sections(report: Report, max_rows: int | None = MAX_ROWS, details: bool = Tr
     if rows:
         out.append(Steps(rows[:max_rows], len(rows) - max_rows if max_rows is not None and len(rows) > max_rows else 0))
     out.append(Recompiles(recompile_lines(c)))
-    compile_text = report.compile_lines(compiles=2 if details else 1)
+    compile_text = report.compile_lines(compiles=2 if details else 1, compact=max_rows is not None)
     if compile_text:
         out.append(Compile(compile_text))
     if details and step is not None and step.fusions:

@@ -131,7 +131,7 @@ export class PanelView {
     clear(this.header);
     const name = c.graph_name ? ` "${c.graph_name}"` : "";
     this.header.append(h("span", { class: "xla-title" }, clipped(`xla_lab cell[${c.execution_count ?? "?"}]${name}`, 120)),
-      h("span", { class: "xla-muted" }, `: ${s.steps} steps, ${s.compiles} compiled, ${s.cache_hits} cache hits` + (s.precompiled ? `, ${s.precompiled} precompiled` : "")));
+      h("span", { class: "xla-muted" }, `: ${plural(s.steps, "step")}, ${s.compiles} compiled, ${plural(s.cache_hits, "cache hit")}` + (s.precompiled ? `, ${s.precompiled} precompiled` : "")));
     const hashes = Object.keys(m.capture.artifacts).length ? Object.keys(m.capture.artifacts) : Object.keys(m.graphs);
     if (hashes.length > 1) {
       const sel = h("select", { class: "xla-graph-select", "aria-label": "graph" });
@@ -282,4 +282,9 @@ function compactRanges(xs: number[]): string {
     i = j + 1;
   }
   return out.slice(0, 4).join(", ") + (out.length > 4 ? ", \u2026" : "");
+}
+
+/** "1 step", "3 steps": as the Python headline counts. */
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
 }
