@@ -182,18 +182,14 @@ def _mode_class():
 
     class ModelStacks(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            import torch
-            import torch.fx.traceback as fx_traceback
-
             kwargs = kwargs or {}
-            if not fx_traceback.has_preserved_node_meta():
+            try:  # what is recorded never stands in the way of the call (it runs once, as it would)
+                meta, frames, first = _before_call(sys._getframe(1))
+            except Exception:
+                meta = None
+            if meta is None:
                 return func(*args, **kwargs)
-            frames = _stack_text(sys._getframe(1))
-            if not frames:
-                return func(*args, **kwargs)
-            meta = fx_traceback.get_current_meta()
             saved = meta.get("stack_trace")
-            first = torch.autograd._get_sequence_nr()
             meta["stack_trace"] = "".join(frames)
             try:
                 out = func(*args, **kwargs)
@@ -209,6 +205,20 @@ def _mode_class():
             return out
 
     return ModelStacks
+
+
+def _before_call(frame):
+    """(fx's current node meta, the call's stack as traceback lines, autograd's next sequence number),
+    or (None, ...) when fx is not tracing with node meta or no frame is the model's."""
+    import torch
+    import torch.fx.traceback as fx_traceback
+
+    if not fx_traceback.has_preserved_node_meta():
+        return None, None, None
+    frames = _stack_text(frame)
+    if not frames:
+        return None, None, None
+    return fx_traceback.get_current_meta(), frames, torch.autograd._get_sequence_nr()
 
 
 _MODE = None
