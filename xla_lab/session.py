@@ -12,6 +12,7 @@ from xla_lab.capture.dumps import DumpDirectory
 from xla_lab.capture.records import CellCapture
 from xla_lab.capture.recorder import CellRecorder
 from xla_lab.capture.store import ArtifactStore
+from xla_lab.capture import subgraphs
 from xla_lab.capture.xla_logs import AppendedLog, parse_debug_log
 from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
 
@@ -31,6 +32,7 @@ class Session:
         from xla_lab import launch
 
         launch.install()  # multi-process work never touches this kernel's capture files
+        subgraphs.install()  # the call stacks of loop bodies (scan, while_loop) that the graph loses
         if self.runtime.persistent_cache == "not set up":
             from xla_lab.precompile import persistent
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import re
 
 from xla_lab.hlo.constants import large_constants
-from xla_lab.hlo.fusion_map import build_fusion_map
+from xla_lab.hlo.fusion_map import FusionMap, build_fusion_map, scheduled_callers
+from xla_lab.hlo.loops import find_loops
 from xla_lab.hlo.lazy_graph import IrNode, nodes_from_module
 from xla_lab.hlo.memory import memory_summary
 from xla_lab.hlo.node_kernels import node_kernels
@@ -23,6 +25,7 @@ from xla_lab.hlo.sharding import ShardingParseError, spmd_summary
 
 from .frames import frame_code, import_path, is_internal
 from .ir_graph import format_ir_text
+from .subgraphs import repair_stacks
 from .source_ref import ref_text, ref_with_code
 from .records import GraphArtifacts
 
@@ -91,6 +94,9 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
     after = _parse(art.hlo_after, "optimized HLO", problems)
     before = _parse(art.hlo_before, "HLO before optimization", problems)
     stacks_before = _stacks(proto_before, problems)
+    if before is not None and stacks_before:
+        # loop bodies' stacks point into frame tables the graph lost; replayed fx code names its source
+        stacks_before = repair_stacks(before, stacks_before)
 
     def first_line(name: str) -> dict | None:
         return cells.line(stacks_before.get(name, []))
@@ -98,8 +104,11 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
     if after is not None:
         by_key = _lines_by_key(before, stacks_before, cells.line, cells.model_line) if before is not None else ({}, {})
         lines_of, model_lines_of = map(_matcher, by_key)
-        fmap = build_fusion_map(after, lines_of, _innermost, model_lines_of)
+        calls = loop_calls(after, before, stacks_before, cells)
+        fmap = build_fusion_map(after, lines_of, _innermost, model_lines_of,
+                                loop_lines={w: (c["lines"], c["model_lines"]) for w, c in calls.items()})
         art.fusions = [k.to_dict() for k in fmap.kernels]
+        art.loops = loop_records(fmap, after, calls)
         art.memory = memory_summary(art.memory_report, art.buffer_assignment,
                                     source_of=lambda name: _source(after, name, lines_of))
 
@@ -128,6 +137,118 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
     except ShardingParseError as exc:
         problems.append(f"could not read the graph's shardings: {exc}")
     return problems
+
+
+def loop_calls(after: HloModule, before: HloModule | None, stacks: dict[str, list[PyFrame]],
+               cells: CellFiles) -> dict[str, dict]:
+    """Optimized while instruction -> where the loop was called: ``{"lines", "model_lines",
+    "backward"}`` (the cell line and the model's line of the ``scan_layers(...)`` / ``while_loop(...)``
+    call; ``backward``: the loop is a scan's backward pass, which autograd runs).
+
+    Read before optimization (a loop's own instructions, built by ``xla_builder``, carry no stack):
+    from the instruction that runs the loop's computation; a scan's backward runs on autograd's
+    thread, whose stack holds no line of the model, so its call is read from the stacks its body's
+    ops were traced with (the scan's function was traced inside the call): the frames outside
+    torch_xla's scan."""
+    callers_after = scheduled_callers(after)
+    loops = find_loops(after, callers_after)
+    if not loops or before is None:
+        return {}
+    befores = _whiles(before)
+    callers = scheduled_callers(before)
+    out = {}
+    for i, loop in enumerate(loops):
+        match = _matching_while(loop.body, befores, i if len(befores) == len(loops) else None)
+        if match is None:
+            continue
+        stack = _caller_stack(match, callers, stacks)
+        backward = any(f.function == "backward" and _is_scan_file(f.file) for f in stack)
+        line, model = (cells.line(stack), cells.model_line(stack)) if stack else (None, None)
+        if line is None and model is None:
+            outside = _outside_scan(match[0], before, callers, stacks)
+            line, model = (cells.line(outside), cells.model_line(outside)) if outside else (None, None)
+        out[loop.instruction] = {"lines": [line] if line else [], "model_lines": [model] if model else [],
+                                 "backward": backward}
+    return out
+
+
+def loop_records(fmap: FusionMap, after: HloModule, calls: dict[str, dict]) -> list[dict]:
+    """The graph's while loops (``GraphArtifacts.loops``): the while instruction, its trip count, body
+    and condition, the kernels it runs and the line that called it (``loop_calls``)."""
+    out = []
+    for loop in fmap.loops:
+        ins = after.computations[loop.computation].by_name[loop.instruction]
+        inside = set(loop.computations)
+        call = calls.get(loop.instruction) or {"lines": [], "model_lines": [], "backward": False}
+        out.append({"instruction": loop.instruction, "computation": loop.computation, "body": loop.body,
+                    "condition": loop.condition, "trip_count": loop.trip_count,
+                    "trip_count_from": loop.trip_count_from, "runs": loop.runs, "parent": loop.parent,
+                    "op": ins.metadata.get("op_name"), "backward": call["backward"],
+                    "kernels": [k.name for k in fmap.kernels if k.computation in inside],
+                    "lines": call["lines"], "model_lines": call["model_lines"]})
+    return out
+
+
+_CLONE = re.compile(r"(\.clone(\.\d+)?)+$")
+
+
+def _whiles(module: HloModule) -> list[tuple]:
+    return [(ins, comp) for comp in module.computations.values() for ins in comp.instructions if ins.opcode == "while"]
+
+
+def _matching_while(body: str, befores: list[tuple], index: int | None):
+    """The while before optimization that became the optimized one with body ``body`` (XLA keeps the
+    body's name, cloned or widened: ``Body.52`` -> ``wide.Body.52.clone``), else the one at the same
+    position."""
+    base = _CLONE.sub("", body.removeprefix("wide."))
+    for ins, comp in befores:
+        if ins.attributes.get("body", "").lstrip("%") == base:
+            return ins, comp
+    return befores[index] if index is not None else None
+
+
+def _caller_stack(match: tuple, callers: dict, stacks: dict[str, list[PyFrame]]) -> list[PyFrame]:
+    """The stack of the while, else of the nearest instruction that runs its computation."""
+    ins, comp = match
+    seen = set()
+    while ins is not None and ins.name not in seen:
+        seen.add(ins.name)
+        if stacks.get(ins.name):
+            return stacks[ins.name]
+        caller = callers.get(comp.name)
+        if caller is None:
+            return []
+        ins, comp = caller
+    return []
+
+
+def _is_scan_file(file: str) -> bool:
+    return "torch_xla/experimental/scan" in file.replace(os.sep, "/")
+
+
+def _outside_scan(loop, before: HloModule, callers: dict, stacks: dict[str, list[PyFrame]]) -> list[PyFrame]:
+    """The stack from the call of torch_xla's scan outwards, read from an op of the loop's body
+    (traced inside that call): the model's frames outside the innermost frame of scan's files."""
+    for comp_name, caller in callers.items():
+        inside, name, seen = False, comp_name, set()
+        while caller is not None and name not in seen:  # does this computation run under the loop?
+            seen.add(name)
+            if caller[0] is loop:
+                inside = True
+                break
+            name = caller[1].name
+            caller = callers.get(name)
+        if not inside:
+            continue
+        for ins in before.computations[comp_name].instructions:
+            stack = stacks.get(ins.name) or []
+            first = next((i for i, f in enumerate(stack) if _is_scan_file(f.file)), None)
+            if first is None:
+                continue
+            call = next((j for j in range(first + 1, len(stack)) if not is_internal(stack[j].file)), None)
+            if call is not None:
+                return stack[call:]
+    return []
 
 
 # Frames of torch's module call machinery: they say nothing about where in the model an op is.

@@ -71,6 +71,13 @@ class GraphArtifacts:
     # "line": [index into "lines" | -1], "lines": [{"cell", "line", "code"}]}, the lists parallel to
     # "ids" (analysis.node_info)
     node_info: dict | None = None
+    # The graph's while loops (scan, scan_layers, while_loop, fori_loop; analysis.loop_records), outer
+    # first: [{"instruction", "computation", "body", "condition", "trip_count" (None: not known before
+    # it runs), "trip_count_from" ("backend_config" | "condition" | None), "runs" (body runs per
+    # execution of the graph), "parent" (the enclosing loop's instruction), "op" (torch_xla's op name,
+    # e.g. "xla__scan"), "kernels" (names of the kernels it runs), "lines" / "model_lines" (the line
+    # that called the loop)}]. None in captures made before loops were recorded.
+    loops: list[dict] | None = None
     # SPMD (hlo/sharding.py spmd_summary): device count, each input's layout on the devices, each
     # collective with its payload, groups and cell lines. None for graphs on one device.
     spmd: dict | None = None
@@ -356,7 +363,12 @@ _LINE = {"cell?": (int, _NONE), "line": (int,), "code?": (str, _NONE), "file?": 
          "function?": (str, _NONE)}
 _KERNEL = {"name": (str,), "kind": (str,), "computation?": (str,), "members": [(str,)], "aten_ops": [(str,)],
            "lines": [_LINE], "sources": [(str,)], "shape": (str,), "flops": _NUM, "bytes": _NUM,
-           "collective?": (bool,), "lines_inferred?": (bool,), "model_lines?": [_LINE]}
+           "collective?": (bool,), "lines_inferred?": (bool,), "model_lines?": [_LINE],
+           "runs?": (int, _NONE), "loop?": (str, _NONE)}
+_LOOP = {"instruction": (str,), "computation?": (str,), "body": (str,), "condition?": (str,),
+         "trip_count": (int, _NONE), "trip_count_from?": (str, _NONE), "runs?": (int, _NONE),
+         "parent?": (str, _NONE), "op?": (str, _NONE), "kernels": [(str,)], "lines": [_LINE],
+         "model_lines?": [_LINE], "backward?": (bool,)}
 _MEMORY = {"peak_bytes?": _NUM, "parameter_bytes?": _NUM, "output_bytes?": _NUM, "temp_bytes?": _NUM,
            "constant_bytes?": _NUM, "largest?": [{"bytes": _NUM, "kind": (str,), "instruction?": (str, _NONE),
                                                  "shape?": (str, _NONE), "source?": (_LINE, _NONE)}]}
@@ -378,7 +390,7 @@ _PROFILE = {"steps": [{"step": (int,), "graph_hash": (str,), "start_ns": _NUM, "
 _NODE_INFO = {"ids": [(int,)], "kernel": [(str, _NONE)], "scope": [(int,)], "scopes": [(str,)], "line": [(int,)],
               "lines": [{"cell?": (int, _NONE), "line": (int,), "code?": (str, _NONE)}]}
 _NESTED = {
-    GraphArtifacts: {"fusions": [_KERNEL], "memory": _MEMORY, "spmd": _SPMD, "node_info": _NODE_INFO,
+    GraphArtifacts: {"fusions": [_KERNEL], "loops": [_LOOP], "memory": _MEMORY, "spmd": _SPMD, "node_info": _NODE_INFO,
                      "large_constants": [{"instruction": (str,), "shape": (str,), "bytes": _NUM,
                                           "where?": (str, _NONE)}]},
     StepRecord: {"timings": ("map", (int, float, _NONE)), "fallback_ops": ("map", (int,))},

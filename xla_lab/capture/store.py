@@ -133,7 +133,7 @@ class ArtifactStore:
             setattr(art, f, None)
         art.ir_source = None
         art.hlo_before = art.hlo_after = EVICTED
-        art.fusions = art.node_info = art.signature = None  # art.memory (a small summary) stays
+        art.fusions = art.node_info = art.signature = art.loops = None  # art.memory (a small summary) stays
         self._unanalyzed.pop(art.graph_hash, None)
 
     def clear(self) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .cost import instruction_flops, kernel_bytes
+from .loops import Loop, enclosing_loop, find_loops, runs_of
 from .parser import Computation, HloModule, Instruction
 
 CONTAINERS = {"while", "conditional", "call", "async-start", "async-done"}
@@ -34,7 +35,7 @@ class Kernel:
     lines: list[dict]
     sources: list[str]  # innermost Python frames ("linear.py:134"), for ops not written in a cell
     shape: str
-    flops: int
+    flops: int  # per execution of the graph: one run's estimate times ``runs``
     bytes: int
     collective: bool = False
     lines_inferred: bool = False  # no op of the kernel had a Python stack (autograd's backward ops
@@ -43,6 +44,11 @@ class Kernel:
     # line of the user's module or of a library such as transformers), [{"cell", "file", "line",
     # "function", "code"}]; inferred like ``lines`` for backward kernels
     model_lines: list[dict] = field(default_factory=list)
+    # times the kernel runs per execution of the graph: 1, or inside while loops (scan, scan_layers,
+    # while_loop) the product of their trip counts (a condition's kernels run once more); None when
+    # a loop's trip count is not known before it runs (flops and bytes then count one run)
+    runs: int | None = 1
+    loop: str | None = None  # the innermost while instruction whose body or condition runs it
 
     def to_dict(self) -> dict:
         # (not dataclasses.asdict: it deep-copies, and a big model has thousands of kernels)
@@ -52,6 +58,7 @@ class Kernel:
 @dataclass
 class FusionMap:
     kernels: list[Kernel] = field(default_factory=list)
+    loops: list[Loop] = field(default_factory=list)  # the module's while loops, outer first
 
     def by_line(self) -> dict[tuple, list[str]]:
         """(cell, line) -> names of the kernels that line feeds."""
@@ -71,6 +78,12 @@ class FusionMap:
 def scheduled_computations(module: HloModule) -> list[Computation]:
     """The entry computation and those it runs through control flow (not fused / reducer bodies)."""
     return list(_callers_of_scheduled(module))
+
+
+def scheduled_callers(module: HloModule) -> dict[str, tuple[Instruction, Computation] | None]:
+    """Scheduled computation name -> (the instruction that runs it, its computation), None for the
+    entry: the computations control flow runs, and what runs them."""
+    return _callers_of_scheduled(module)
 
 
 def _callers_of_scheduled(module: HloModule) -> dict[str, tuple[Instruction, Computation] | None]:
@@ -106,19 +119,38 @@ def _members(ins: Instruction, module: HloModule) -> list[Instruction]:
 
 def build_fusion_map(module: HloModule, lines_of: Callable[[Instruction], list[dict]],
                      source_of: Callable[[Instruction], str | None],
-                     model_lines_of: Callable[[Instruction], list[dict]] = lambda ins: []) -> FusionMap:
+                     model_lines_of: Callable[[Instruction], list[dict]] = lambda ins: [],
+                     loop_lines: dict[str, tuple[list[dict], list[dict]]] | None = None) -> FusionMap:
     """``lines_of(instruction)`` -> cell lines of that op's call stack;
     ``source_of(instruction)`` -> its innermost Python frame as "file.py:LINE";
-    ``model_lines_of(instruction)`` -> the model's own lines of that op (innermost outside torch)."""
+    ``model_lines_of(instruction)`` -> the model's own lines of that op (innermost outside torch);
+    ``loop_lines``: while instruction -> (cell lines, model lines) of the call that made the loop
+    (``scan_layers(...)``): the lines of the loop's own work (its counter, slicing its inputs,
+    stacking its outputs), whose ops carry no lines of their own."""
+    loop_lines = loop_lines or {}
     fmap = FusionMap()
     callers = _callers_of_scheduled(module)
+    fmap.loops = find_loops(module, callers)
+    loops = {loop.instruction: loop for loop in fmap.loops}
     for comp_name, caller in callers.items():
         comp = module.computations[comp_name]
+        runs = runs_of(comp_name, callers, loops) if loops else 1
+        around = enclosing_loop(comp_name, callers, loops) if loops else None
         for ins in comp.instructions:
             if ins.opcode in NOT_KERNELS:
                 continue
             members = _members(ins, module)
             with_metadata = [m for m in members if m.op_key] or _inherited(ins, comp)
+            if not with_metadata and around is not None and around[0].instruction in loop_lines:
+                # the loop's own work: the line that made the loop (not its inputs' lines)
+                lines_in, model_in = loop_lines[around[0].instruction]
+                fmap.kernels.append(Kernel(
+                    name=ins.name, kind=ins.fusion_kind or ins.opcode, computation=comp.name,
+                    members=[m.name for m in members], aten_ops=[], lines=list(lines_in), sources=[],
+                    shape=str(ins.shape), flops=instruction_flops(ins, module, comp) * (runs or 1),
+                    bytes=kernel_bytes(ins, comp) * (runs or 1), collective=ins.opcode in COLLECTIVES,
+                    model_lines=list(model_in), runs=runs, loop=around[0].instruction))
+                continue
             if not with_metadata and caller is not None:
                 with_metadata = [caller[0]] if caller[0].op_key else _inherited(*caller)
             aten = sorted({_aten(m.op_key[0]) for m in with_metadata})
@@ -140,13 +172,22 @@ def build_fusion_map(module: HloModule, lines_of: Callable[[Instruction], list[d
                     src = source_of(m)
                     if src:
                         sources[src] = None
+            if around is not None and around[0].instruction in loop_lines:
+                # a loop body traced from code in a file (a layer, while_loop's body): the cell line is
+                # the loop's call, as it is for any model in a file
+                call_lines, call_model_lines = loop_lines[around[0].instruction]
+                if not lines:
+                    lines = {(ln.get("cell"), ln["line"]): ln for ln in call_lines}
+                if not model_lines:
+                    model_lines = {_line_key(ln): ln for ln in call_model_lines}
             fmap.kernels.append(Kernel(
                 name=ins.name, kind=ins.fusion_kind or ins.opcode, computation=comp.name,
                 members=[m.name for m in members], aten_ops=aten,
                 lines=list(lines.values()),  # in the order the ops appear: stable across kernels runs
                 sources=list(sources)[:8], shape=str(ins.shape),
-                flops=instruction_flops(ins, module, comp), bytes=kernel_bytes(ins, comp),
+                flops=instruction_flops(ins, module, comp) * (runs or 1), bytes=kernel_bytes(ins, comp) * (runs or 1),
                 collective=ins.opcode in COLLECTIVES, model_lines=list(model_lines.values()),
+                runs=runs, loop=around[0].instruction if around else None,
             ))
     _infer_missing_lines(module, fmap, lines_of, callers, "lines")
     _infer_missing_lines(module, fmap, model_lines_of, callers, "model_lines")

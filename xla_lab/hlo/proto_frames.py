@@ -14,7 +14,7 @@ instead of failing the whole dump.
 
 Field numbers (xla/service/hlo.proto, xla/xla_data.proto): HloProto.hlo_module=1;
 HloModuleProto.entry_computation_name=2, .computations=3, .stack_frame_index=17;
-HloComputationProto.instructions=2; HloInstructionProto.name=1, .metadata=7;
+HloComputationProto.name=1, .instructions=2; HloInstructionProto.name=1, .metadata=7;
 OpMetadata.stack_frame_id=15; StackFrameIndexProto .file_names=1, .function_names=2,
 .file_locations=3 {file_name_id=1, function_name_id=2, line=3}, .stack_frames=4 {file_location_id=1,
 parent_frame_id=2}. Ids are 1-based.
@@ -47,7 +47,7 @@ _SCHEMA = {
     "Top": [("first", 1, _BYTES, _ONE, None), ("entry_computation_name", 2, _BYTES, _ONE, None)],
     "Module": [("computations", 3, _MSG, _MANY, "Computation"),
                ("stack_frame_index", 17, _MSG, _ONE, "StackFrameIndex")],
-    "Computation": [("instructions", 2, _MSG, _MANY, "Instruction")],
+    "Computation": [("name", 1, _BYTES, _ONE, None), ("instructions", 2, _MSG, _MANY, "Instruction")],
     "Instruction": [("name", 1, _BYTES, _ONE, None), ("metadata", 7, _MSG, _ONE, "OpMetadata")],
     "OpMetadata": [("stack_frame_id", 15, _INT, _ONE, None)],
     "StackFrameIndex": [("file_names", 1, _BYTES, _MANY, None), ("function_names", 2, _BYTES, _MANY, None),
@@ -106,11 +106,15 @@ def _text(raw: bytes) -> str:
 
 def instruction_stacks(data: bytes) -> dict[str, list[PyFrame]]:
     """Instruction name -> its Python call stack, innermost frame first (empty when unknown)."""
+    return {name: stack for stacks in computation_stacks(data).values() for name, stack in stacks.items() if stack}
+
+
+def computation_stacks(data: bytes) -> dict[str, dict[str, list[PyFrame]]]:
+    """Computation name -> {instruction name -> its Python call stack, innermost frame first (empty
+    when it has none)}, every instruction in the order of the proto; {} without a frame table."""
     module = _module(data)
     if not module.HasField("stack_frame_index"):
         return {}
-    frame_ids = {ins.name: ins.metadata.stack_frame_id
-                 for comp in module.computations for ins in comp.instructions if ins.metadata.stack_frame_id}
     index = module.stack_frame_index
     files = [_text(f) for f in index.file_names]
     functions = [_text(f) for f in index.function_names]
@@ -139,4 +143,6 @@ def instruction_stacks(data: bytes) -> dict[str, list[PyFrame]]:
         cache[frame_id] = out
         return out
 
-    return {_text(name): stack(fid) for name, fid in frame_ids.items()}
+    return {_text(comp.name): {_text(ins.name): stack(ins.metadata.stack_frame_id) if ins.metadata.stack_frame_id
+                               else [] for ins in comp.instructions}
+            for comp in module.computations}

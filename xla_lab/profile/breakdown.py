@@ -26,7 +26,7 @@ class KernelTime:
     total_ns: float
     longest_ns: float
     share: float  # of the cell's measured kernel time
-    flops: int
+    flops: int  # of one run (a kernel in a while loop's body runs trip-count times per execution)
     bytes: int
     lines: list[dict] = field(default_factory=list)  # cell lines (Kernel.lines)
     model_lines: list[dict] = field(default_factory=list)  # the model's own lines (Kernel.model_lines)
@@ -75,8 +75,9 @@ def kernel_times(capture, prompts=None) -> list[KernelTime]:
             def now(lines: list[dict], compiled_in=compiled_in) -> list[dict]:  # as this run names them
                 return [shown_ref(ln, capture.execution_count, capture.source, compiled_in, prompts) for ln in lines]
 
+            runs = (k.get("runs") or 1) if k else 1  # a loop body's kernel: per run, as its measured events are
             row = KernelTime(graph_hash, name, k["kind"] if k else "?", int(count), float(total), float(longest), 0.0,
-                             int(k["flops"]) if k else 0, int(k["bytes"]) if k else 0,
+                             int(k["flops"]) // runs if k else 0, int(k["bytes"]) // runs if k else 0,
                              now(k["lines"]) if k else [], now(k.get("model_lines") or []) if k else [],
                              list(k["aten_ops"]) if k else [], list(k["sources"]) if k else [], known=k is not None)
             _roofline(row, peaks)

@@ -1,4 +1,4 @@
-"""Rows for what the analysis found: recompile reasons, the kernels of a graph, its memory."""
+"""Rows for what the analysis found: recompile reasons, the kernels of a graph, its loops, its memory."""
 
 from __future__ import annotations
 
@@ -108,6 +108,34 @@ def kernel_rows(step: StepRecord, top: int | None = 6, shown: Shown = _as_record
         rows.append(KernelRow(k["name"], k["kind"], fmt_count(k["flops"], "FLOP"), fmt_bytes(k["bytes"]),
                               ops, kernel_lines_text(k)))
     return rows
+
+
+_LOOP_OPS = {"xla__scan": "scan", "xla___op_test_while": "while_loop"}  # torch_xla's op names
+
+
+def loop_lines(step: StepRecord, shown: Shown = _as_recorded) -> list[str]:
+    """One line per while loop of the step's graph (scan, scan_layers, while_loop): the call that made
+    it and how many times its body runs per execution."""
+    art = step.artifacts
+    out = []
+    for lp in (art.loops or []) if art is not None else []:
+        what = _LOOP_OPS.get(lp.get("op") or "", lp.get("op") or "while loop")
+        what = f"the backward of {what}" if lp.get("backward") else what
+        where = kernel_lines_text({"lines": [shown(ln, step) for ln in lp["lines"]], "sources": [],
+                                   "model_lines": [shown(ln, step) for ln in lp.get("model_lines") or []]})
+        n = len(lp["kernels"])
+        kernels = f"{n} kernel{'s' if n != 1 else ''}"
+        inside = f" inside {lp['parent']}" if lp.get("parent") else ""
+        if lp["trip_count"] is None:
+            runs = (f"trip count not known before it runs (its bound is an input of the graph): its {kernels}"
+                    " are counted once")
+        elif lp.get("runs") is None:  # inside a loop whose trip count is not known
+            runs = (f"{lp['trip_count']} iterations each time {lp['parent']} runs its body, whose trip count is not "
+                    f"known: its {kernels} are counted once")
+        else:
+            runs = f"{lp['trip_count']} iterations: its {kernels} run {lp['runs']}x per execution"
+        out.append(f"loop {lp['instruction']}{inside}: {what}{' at ' + where if where else ''}, {runs}")
+    return out
 
 
 def memory_line(step: StepRecord, shown: Shown = _as_recorded) -> str | None:

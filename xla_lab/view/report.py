@@ -21,6 +21,7 @@ from xla_lab.capture.source_ref import Prompts, cell_ref, ref_text, ref_with_cod
 
 from .details import (KernelRow, clip, clip_list, fmt_bytes, kernel_lines_text, kernel_rows, main_step, memory_line,
                       recompile_lines)
+from .details import loop_lines
 from .ranks import attention, headline_part, rank_lines
 from .spmd import spmd_lines
 
@@ -292,6 +293,11 @@ class Kernels:
 
 
 @dataclass
+class Loops:
+    lines: list[str]  # the main step's while loops and their trip counts (details.loop_lines)
+
+
+@dataclass
 class Memory:
     step: int
     line: str
@@ -366,6 +372,7 @@ def sections(report: Report, max_rows: int | None = MAX_ROWS, details: bool = Tr
         out.append(Compile(compile_text))
     if details and step is not None and step.fusions:
         out.append(Kernels(step.index, len(step.fusions), report.kernel_rows(top=max_rows and 6)))
+        out.append(Loops(loop_lines(step, report.shown)))
     memory = report.memory_line() if details else None
     if memory:
         out.append(Memory(step.index, memory))
@@ -399,7 +406,7 @@ def _text(part) -> list[str]:
             f"    {k.name:<24} {k.kind:<12} {k.flops:>12} {k.bytes:>10}  {k.ops}  {k.lines}" for k in part.rows]
     if isinstance(part, Memory):
         return [f"  memory of step {part.step}'s graph: {part.line}"]
-    if isinstance(part, (Spmd, Profile, Ranks, Compile)):
+    if isinstance(part, (Spmd, Profile, Ranks, Compile, Loops)):
         return ["  " + ln for ln in part.lines]
     if isinstance(part, Warnings):
         return [f"  ! {w}" for w in part.lines]
@@ -446,7 +453,7 @@ def _html(part) -> list[str]:
         return out
     if isinstance(part, Memory):
         return [f"<div>memory of step {part.step}'s graph: {e(part.line)}</div>"]
-    if isinstance(part, (Spmd, Profile, Ranks, Compile)):
+    if isinstance(part, (Spmd, Profile, Ranks, Compile, Loops)):
         return [f"<pre>{e(chr(10).join(part.lines))}</pre>"] if part.lines else []
     if isinstance(part, Warnings):
         return [f"<div class=\"miss\">! {e(w)}</div>" for w in part.lines]
@@ -481,7 +488,7 @@ def _rich(part) -> list:
         return [kernels]
     if isinstance(part, Memory):
         return [Text(f"memory of step {part.step}'s graph: {part.line}")]
-    if isinstance(part, Spmd):
+    if isinstance(part, (Spmd, Loops)):
         return [Text("\n".join(part.lines), style="cyan")] if part.lines else []
     if isinstance(part, Profile):
         return [Text("\n".join(part.lines), style="magenta")] if part.lines else []
