@@ -245,3 +245,27 @@ def test_whatif_bad_input_gets_one_clear_line(ip):
                         ("whatif scan torch input=2xa", "input shape"), ("whatif scan torch input=2x3", "not a stack")]:
         with pytest.raises(UsageError, match=words):
             ip.run_line_magic("xla", line)
+
+
+def test_a_trace_started_in_the_cell_gets_the_profiler_and_works(ip, xla_cell, fresh_dim, tmp_path):
+    """XLA allows one profiler session: a ``xp.start_trace`` inside a cell ends the compile profile's
+    window first, so the user's trace records as it would without xla_lab."""
+    import os
+
+    import torch_xla.debug.profiler as xp
+
+    assert ip.run_cell(SETUP.format(d=fresh_dim)).success
+    ip.user_ns["trace_dir"] = str(tmp_path)
+    c = xla_cell(STEP.format(n=1) + f"""import torch_xla.debug.profiler as xp
+xp.start_trace(trace_dir)
+cp_y = cp_model(torch.randn(3, {fresh_dim}).to(dev)).sum()
+torch_xla.sync()
+xp.stop_trace()
+""")
+    misses = _misses(c)
+    assert len(misses) == 2
+    _check_profile(misses[0])  # compiled before the user's trace began
+    assert misses[1].artifacts.compile_profile is None
+    assert any("no compile profile for step(s) 1" in n and "xp.start_trace) began in the cell" in n for n in c.notes)
+    assert any(files for _, _, files in os.walk(tmp_path))  # the user's trace was written
+    assert not hasattr(xp.start_trace, "__wrapped__")  # torch_xla's own function is back

@@ -84,3 +84,19 @@ def test_a_loop_that_syncs_is_a_training_loop_not_an_unrolled_one():
     assert not _in_unrolled_loop(source, 4)
     assert not _in_unrolled_loop(source, 1)  # the for line itself is not its body
     assert not _in_unrolled_loop("def f(:\n", 1)
+
+
+def test_another_backend_s_steps_are_phases_of_their_own_name_and_its_passes_stay_passes():
+    """A GPU-like compile: no CPU events; its client's compile holds the pass pipelines, a C++ step
+    (``::`` in its name) is a phase of its own with what runs inside it (``PTX->CUBIN``)."""
+    python = [ev("PjRtComputationClient::Compile", 0, 100),
+              ev("PjRtStreamExecutorClient::CompileInternal", 5, 90),
+              ev("optimization", 10, 30), ev("algsimp", 12, 10),
+              ev("GpuCompiler::CompileToBackendResult", 45, 40), ev("PTX->CUBIN", 50, 20)]
+    (p,) = compile_profiles([Plane("/host:CPU", [Line("python", python)])])
+    phases = {ph["name"]: ph["ns"] / MS for ph in p["phases"]}
+    assert phases == {"HLO module setup": 10, "HLO passes": 30, "GpuCompiler::CompileToBackendResult": 40,
+                      "other (untraced)": 20}
+    assert abs(p["traced"] - 0.7) < 1e-9 and abs(p["explained"] - 0.8) < 1e-9
+    assert p["kernel_events"] is False and p["module"] is None
+    assert p["pipelines"] == [{"name": "optimization", "ns": 30 * MS}]

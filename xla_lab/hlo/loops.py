@@ -75,43 +75,39 @@ def find_loops(module: HloModule, callers: dict[str, tuple[Instruction, Computat
     return sorted(loops.values(), key=lambda lp: depth[lp.instruction])
 
 
-def runs_of(comp_name: str, callers, loops: dict[str, Loop]) -> int | None:
-    """Times ``comp_name`` runs per execution of the graph: the product over the loops around it of
-    their trip counts (plus one for a condition, which runs once more than its body); None when
-    one of them is unknown."""
-    runs = 1
+def _loops_around(comp_name: str, callers, loops: dict[str, Loop]):
+    """(loop, the computation of it that runs ``comp_name``: its body or condition), innermost first,
+    walking up the calls."""
     name = comp_name
     seen = set()
     while name not in seen:
         seen.add(name)
         caller = callers.get(name)
         if caller is None:
-            return runs
+            return
         ins, comp = caller
         if ins.opcode == "while" and ins.name in loops:
-            count = loops[ins.name].trip_count
-            if count is None:
-                return None
-            runs *= count + 1 if name == loops[ins.name].condition and name != loops[ins.name].body else count
+            yield loops[ins.name], name
         name = comp.name
+
+
+def runs_of(comp_name: str, callers, loops: dict[str, Loop]) -> int | None:
+    """Times ``comp_name`` runs per execution of the graph: the product over the loops around it of
+    their trip counts (plus one for a condition, which runs once more than its body); None when
+    one of them is unknown."""
+    runs = 1
+    for loop, name in _loops_around(comp_name, callers, loops):
+        if loop.trip_count is None:
+            return None
+        runs *= loop.trip_count + 1 if name == loop.condition and name != loop.body else loop.trip_count
     return runs
 
 
 def enclosing_loop(comp_name: str, callers, loops: dict[str, Loop]) -> tuple[Loop, str] | None:
     """The innermost loop whose body or condition runs ``comp_name`` (directly or through calls),
     and which of the two it is ("body" / "condition"); None outside loops."""
-    name = comp_name
-    seen = set()
-    while name not in seen:
-        seen.add(name)
-        caller = callers.get(name)
-        if caller is None:
-            return None
-        ins, comp = caller
-        if ins.opcode == "while" and ins.name in loops:
-            loop = loops[ins.name]
-            return loop, "body" if name == loop.body else "condition"
-        name = comp.name
+    for loop, name in _loops_around(comp_name, callers, loops):
+        return loop, "body" if name == loop.body else "condition"
     return None
 
 

@@ -104,21 +104,26 @@ def _segments(root: Event, children) -> list[tuple[float, float, str, Event]]:
     a phase."""
     out: list[tuple[float, float, str, Event]] = []
 
-    def walk(ev: Event, phase: str | None, in_passes: bool) -> None:
+    def walk(ev: Event, phase: str | None, in_passes: bool, in_step: bool = False) -> None:
         own = phase
         if ev.name in CONTAINERS and not in_passes:
             own = CONTAINERS[ev.name]
+        elif _client_compile(ev) and not in_passes and ev is not root:
+            own = "client: before the HLO passes"  # another client's compile (GPU, TPU plugins)
         elif ev.name in BACKEND_STEPS and not in_passes:
             own = BACKEND_STEPS[ev.name]
         elif ev.name in BACKENDS:
             own = "backend: untraced"
-        elif not in_passes and ev is not root and ev.name not in NOT_PASSES:
-            own, in_passes = PASSES, True  # a pass pipeline (or a pass the backend runs itself)
+        elif "::" in ev.name and not in_passes and ev is not root and ev.name not in NOT_PASSES:
+            own, in_step = ev.name, True  # a compiler step of another backend: named after its event
+        elif not in_passes and not in_step and ev is not root and ev.name not in NOT_PASSES:
+            own, in_passes = PASSES, True  # a pass pipeline (or a pass the backend runs itself): HLO
+            # pass names never hold "::", C++ steps do
         cursor = ev.start_ns
         for child in children.get(id(ev), ()):
             if child.start_ns > cursor:
                 out.append((cursor, child.start_ns, own, ev))
-            walk(child, own, in_passes or own == PASSES)
+            walk(child, own, in_passes or own == PASSES, in_step)
             cursor = max(cursor, child.end_ns)
         if ev.end_ns > cursor:
             out.append((cursor, ev.end_ns, own, ev))
@@ -163,10 +168,11 @@ def _profile(root: Event, outer: Event | None, children, other_lines, thread: st
     for start, end, phase, _ in phased:
         totals[phase] += end - start
     total = root.duration_ns
-    phases = [{"name": name, "ns": ns, "share": ns / total if total else 0.0, "traced": name in TRACED}
+    phases = [{"name": name, "ns": ns, "share": ns / total if total else 0.0,
+               "traced": name in TRACED or "::" in name}
               for name, ns in sorted(totals.items(), key=lambda kv: _order(kv[0]))]
     unknown = sum(ns for name, ns in totals.items() if name == OTHER)
-    traced = sum(ns for name, ns in totals.items() if name in TRACED)
+    traced = sum(ns for name, ns in totals.items() if name in TRACED or "::" in name)
     passes = _passes(root, children)
     codegen = _first(root, children, CODEGEN)
     backend = _first(root, children, *BACKENDS)
@@ -240,6 +246,12 @@ def _placed(segments, root: Event, children) -> list:
     return out
 
 
+def _client_compile(ev: Event) -> bool:
+    """A PjRt client's own compile (``PjRtCpuClient::Compile``, ``PjRtStreamExecutorClient::CompileInternal``):
+    it runs the HLO pass pipelines, then the backend."""
+    return ev.name.startswith("PjRt") and "::Compile" in ev.name and ev.name != CLIENT_COMPILE
+
+
 def _order(name: str) -> tuple:
     return (PHASE_ORDER.index(name) if name in PHASE_ORDER else len(PHASE_ORDER), name)
 
@@ -271,11 +283,12 @@ def _passes(root: Event, children) -> dict:
 
     def find(ev: Event) -> None:
         for child in children.get(id(ev), ()):
-            if child.name in CONTAINERS or child.name in BACKENDS:
-                if child.name not in BACKENDS:
-                    find(child)
+            if child.name in BACKENDS or child.name in BACKEND_STEPS or child.name in NOT_PASSES:
                 continue
-            if child.name in BACKEND_STEPS or child.name in NOT_PASSES:
+            if child.name in CONTAINERS or _client_compile(child):  # the client's compile holds the pipelines
+                find(child)
+                continue
+            if "::" in child.name:  # another C++ step of the backend: not a pass
                 continue
             pipelines.append({"name": child.name, "ns": child.duration_ns})
             visit(child)

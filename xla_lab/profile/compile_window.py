@@ -24,6 +24,7 @@ class CompileWindow:
         self.missed = 0  # graphs compiled while the window was closed
         self.failure: str | None = None  # why there is no session (another profiler runs, ...)
         self.closed_by_steady = 0  # how often the window closed on a steady loop
+        self._original_start_trace = None  # torch_xla's, while the window stands aside for it
 
     def start(self) -> bool:
         """Open the window; False (and ``failure`` says why) when a session cannot start."""
@@ -42,7 +43,32 @@ class CompileWindow:
         except Exception as exc:  # e.g. a session started through the profiler server
             self.failure = f"the profiler could not start: {exc}"
             return False
+        self._yield_to_user_traces(xp)
         return True
+
+    def _yield_to_user_traces(self, xp) -> None:
+        """XLA allows one profiler session at a time: a ``xp.start_trace`` in the cell ends the window
+        first (what it recorded is kept), so the user's trace starts as it would without xla_lab."""
+        if self._original_start_trace is not None:
+            return
+        original = self._original_start_trace = xp.start_trace
+        window = self
+
+        def start_trace(*args, **kwargs):
+            if window.running:
+                window._close()
+            if window.failure is None:
+                window.failure = "a torch_xla profiler trace (xp.start_trace) began in the cell"
+            return original(*args, **kwargs)
+
+        start_trace.__wrapped__ = original
+        xp.start_trace = start_trace
+
+    def _restore_user_traces(self) -> None:
+        if self._original_start_trace is not None:
+            import torch_xla.debug.profiler as xp
+
+            xp.start_trace, self._original_start_trace = self._original_start_trace, None
 
     def after_sync(self, executed: bool) -> None:
         """After each explicit sync of the cell (``CellRecorder.on_explicit_sync``)."""
@@ -80,6 +106,7 @@ class CompileWindow:
     def stop(self) -> list[bytes]:
         """End the window (at the cell's end); every opening's bytes."""
         self._close()
+        self._restore_user_traces()
         chunks, self.chunks = self.chunks, []
         return chunks
 

@@ -62,10 +62,10 @@ def unpacked_payload(payload: dict) -> dict:
 # The output's capture payload is saved in the notebook, once per %%xla cell. XLA's HLO text is mostly
 # per-instruction metadata (long source paths), and the raw buffer assignment / memory report /
 # signature are already summarised in ``memory`` and the recompile reasons (the IR text and per-node
-# info in ``graphs``), so the saved copy drops them, strips the metadata (kernels keep their lines in ``fusions``) and keeps at most this much of
+# info in ``graphs``; each compile profile in the model's ``compile``), so the saved copy drops them, strips the metadata (kernels keep their lines in ``fusions``) and keeps at most this much of
 # each HLO text. The live widget's model keeps everything.
 SAVED_HLO_CHARS = 200_000
-NOT_SAVED = ("buffer_assignment", "memory_report", "signature")
+NOT_SAVED = ("buffer_assignment", "memory_report", "signature", "compile_profile")
 
 
 def saved_payload(model: dict) -> dict:
