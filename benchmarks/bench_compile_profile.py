@@ -190,7 +190,7 @@ def scan_whatif(layer_counts: list[int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=3, help="rounds of on/off process pairs in (a)")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of on/off process pairs in (a) (0: skip (a))")
     parser.add_argument("--big-layers", type=int, default=12, help="layers of the big encoder in (a) (0: skip)")
     parser.add_argument("--decoder-layers", default="2,8,24", help="block counts in (b) ('' skips it)")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
@@ -204,8 +204,9 @@ def main() -> None:
         print("RESULT " + json.dumps(result))
         return
     started = time.time()
-    cost(2, args.repeats)
-    if args.big_layers:
+    if args.repeats:
+        cost(2, args.repeats)
+    if args.repeats and args.big_layers:
         cost(args.big_layers, args.repeats)
     if args.decoder_layers:
         scan_whatif([int(n) for n in args.decoder_layers.split(",")])

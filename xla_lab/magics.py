@@ -144,7 +144,7 @@ class XlaMagics(Magics):
         usage = "usage: %xla whatif scan LAYERS input=8x32x192 (LAYERS: e.g. model.layers, a stack of identical layers)"
         if len(words) != 3 or words[0] != "scan" or not words[2].startswith("input="):
             raise UsageError(usage)
-        from xla_lab.precompile.scan_whatif import measure
+        from xla_lab.precompile.scan_whatif import measure, optimizer_of
 
         try:
             layers = eval(words[1], self.shell.user_ns)
@@ -159,7 +159,8 @@ class XlaMagics(Magics):
         if session.queue is not None:
             session.queue.wait_for_job()  # never beside a precompile job
         try:
-            return measure(words[1], layers, shape, step_compile_s=_step_compile_s(session, words[1]))
+            return measure(words[1], layers, shape, step_compile_s=_step_compile_s(session, words[1]),
+                           optimizer=optimizer_of(layers, self.shell.user_ns))
         except (ValueError, TypeError) as exc:
             raise UsageError(str(exc)) from None
 
