@@ -203,4 +203,5 @@ def measure(expr: str, layers, input_shape: tuple[int, ...], dtype=torch.float32
     finally:
         rng.restore()
     name = type(optimizer).__name__ if optimizer is not None else "AdamW (no optimizer of these layers found)"
-    return WhatIf(expr, len(layers), tuple(input_shape), unrolled, scanned, step_compile_s, notes, name)
+    return WhatIf(expr, len(layers), tuple(input_shape), unrolled, scanned, step_compile_s=step_compile_s,
+                  optimizer=name, notes=notes)
