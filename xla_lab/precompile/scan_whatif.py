@@ -12,6 +12,7 @@ the notebook's modules holding two or more layers of one class with the same par
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from dataclasses import dataclass, field
@@ -134,6 +135,23 @@ def layer_stacks(namespace: dict, cell_files: dict | None = None, limit: int = 8
     return out
 
 
+def _same_optimizer(optimizer, params, notes: list[str]):
+    """An optimizer of ``optimizer``'s class and settings over ``params`` (its defaults, as far as its
+    constructor takes them: AdamW's carry Adam's ``decoupled_weight_decay``); AdamW without one, or
+    when the class cannot be built so (said in ``notes``)."""
+    if optimizer is not None:
+        kind = type(optimizer)
+        takes = inspect.signature(kind.__init__).parameters
+        settings = {k: v for k, v in optimizer.defaults.items() if k in takes}
+        try:
+            return kind(params, **settings)
+        except Exception as exc:
+            note = f"the update uses AdamW: {kind.__name__} could not be built with its settings ({exc})"
+            if note not in notes:
+                notes.append(note)
+    return torch.optim.AdamW(params)
+
+
 def _compile_s(run) -> float:
     import torch_xla.debug.metrics as met
 
@@ -185,8 +203,7 @@ def measure(expr: str, layers, input_shape: tuple[int, ...], dtype=torch.float32
                 out = x
                 for layer in copy:
                     out = layer(out)
-            update = (type(optimizer)(copy.parameters(), **optimizer.defaults) if optimizer is not None
-                      else torch.optim.AdamW(copy.parameters()))
+            update = _same_optimizer(optimizer, copy.parameters(), notes)
             out.float().sum().backward()
             update.step()
             state = [t for st in update.state.values() for t in st.values() if torch.is_tensor(t)]
