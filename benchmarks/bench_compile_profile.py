@@ -16,7 +16,8 @@ what-if predicts the compile a user gets after switching, measured side by side 
     Printed: the unrolled compile, the what-if's stack compiles, its prediction, the scanned model's
     measured compile, and the prediction's error.
 
-    python benchmarks/bench_compile_profile.py [--repeats 3] [--big-layers 12] [--decoder-layers 2,8,24]
+    python benchmarks/bench_compile_profile.py [--repeats 3] [--small-layers 2] [--big-layers 12]
+                                               [--decoder-layers 2,8,24]
 """
 
 from __future__ import annotations
@@ -191,6 +192,7 @@ def scan_whatif(layer_counts: list[int]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="rounds of on/off process pairs in (a) (0: skip (a))")
+    parser.add_argument("--small-layers", type=int, default=2, help="layers of the small encoder in (a) (0: skip)")
     parser.add_argument("--big-layers", type=int, default=12, help="layers of the big encoder in (a) (0: skip)")
     parser.add_argument("--decoder-layers", default="2,8,24", help="block counts in (b) ('' skips it)")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
@@ -204,8 +206,8 @@ def main() -> None:
         print("RESULT " + json.dumps(result))
         return
     started = time.time()
-    if args.repeats:
-        cost(2, args.repeats)
+    if args.repeats and args.small_layers:
+        cost(args.small_layers, args.repeats)
     if args.repeats and args.big_layers:
         cost(args.big_layers, args.repeats)
     if args.decoder_layers:
