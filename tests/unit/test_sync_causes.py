@@ -19,6 +19,8 @@ def test_model_frames_are_outside_torch_torch_xla_and_the_standard_library():
     assert is_internal(torch.nn.modules.linear.__file__) and is_internal(torch_xla.__file__)
     assert is_internal(os.__file__) and is_internal("<frozen importlib._bootstrap>")
     assert is_internal("<eval_with_key>.2")  # torch.fx's generated code
+    # the Jupyter kernel's event loop (a frame seen under a scan's backward run from a notebook cell)
+    assert is_internal("/opt/venv/lib/python3.11/site-packages/tornado/platform/asyncio.py")
     assert not is_internal(MODEL) and not is_internal("<ipython-input-3-abc>")
     import transformers
 

@@ -25,7 +25,10 @@ class _Frame(Protocol):
     line: int
 
 
-_INTERNAL_PACKAGES = ("torch", "torch_xla", "functorch", "xla_lab", "IPython", "ipykernel")
+# (with the Jupyter kernel's own machinery: a frame of its event loop is never the model's line, e.g.
+# tornado's ``platform/asyncio.py`` under a backward that runs from the cell)
+_INTERNAL_PACKAGES = ("torch", "torch_xla", "functorch", "xla_lab", "IPython", "ipykernel", "tornado", "zmq",
+                      "jupyter_client", "jupyter_core", "traitlets", "nest_asyncio")
 
 
 @functools.cache
@@ -45,7 +48,7 @@ def _internal_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
 @functools.lru_cache(maxsize=8192)
 def is_internal(file: str) -> bool:
     """Is this file part of torch, torch_xla (the machinery between a model and XLA), xla_lab, IPython
-    or Python's standard library, rather than the model's own code (a cell, a local module, a
+    and the Jupyter kernel, or Python's standard library, rather than the model's own code (a cell, a local module, a
     library such as transformers or torchvision)?"""
     if file.startswith("<"):  # "<ipython-input-3-...>" is a cell; these are generated machinery:
         return file.startswith(("<frozen ", "<eval_with_key>"))  # importlib, torch.fx's graph code
