@@ -100,3 +100,24 @@ def test_another_backend_s_steps_are_phases_of_their_own_name_and_its_passes_sta
     assert abs(p["traced"] - 0.7) < 1e-9 and abs(p["explained"] - 0.8) < 1e-9
     assert p["kernel_events"] is False and p["module"] is None
     assert p["pipelines"] == [{"name": "optimization", "ns": 30 * MS}]
+
+
+def test_a_damaged_profile_is_not_shown_rather_than_failing_a_view():
+    """A capture file may carry a damaged or hand-made profile: every field the views read is checked."""
+    import copy
+
+    from xla_lab.profile.compile_breakdown import well_formed
+
+    (p,) = compile_profiles(_planes())
+    p["counts"] = {"hlo_before": 3, "hlo_after": 4, "kernels": 2, "functions": 12}
+    assert well_formed(p)
+    for path, junk in [(("passes", 0), None), (("passes", 0, "name"), 3), (("phases", 0, "ns"), "x"),
+                       (("kernels", 0, "op_count"), "7"), (("codegen", "parts"), "four"), (("counts", "kernels"), []),
+                       (("compile_ns",), 0), (("explained",), None), (("pipelines",), {"a": 1}), (("step",), "0")]:
+        bad = copy.deepcopy(p)
+        target = bad
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = junk
+        assert not well_formed(bad), path
+    assert not well_formed(None) and not well_formed([p])
