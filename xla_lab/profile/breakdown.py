@@ -57,6 +57,15 @@ class LineTime:
     cell: int | None = None
     line: int | None = None
 
+    @property
+    def ref(self) -> dict | None:
+        """The line as a source reference (``capture/source_ref.py``); None for NO_LINE."""
+        if self.line is None:
+            return None
+        if self.file is None:
+            return {"cell": self.cell, "line": self.line, "code": self.code}
+        return {"file": self.file, "line": self.line, "code": self.code}
+
 
 def kernel_times(capture, prompts=None) -> list[KernelTime]:
     """Every kernel that ran in the profiled cell, longest total first, its lines as the run shown

@@ -41,10 +41,8 @@ def advise(capture, stacks: list[dict] = ()) -> list[dict]:
         if top is not None and top.share >= HEAVY_LINE_SHARE and len(top.kernels) >= HEAVY_LINE_KERNELS \
                 and top.file is None and top.cell == capture.execution_count and top.line \
                 and _in_unrolled_loop(capture.source, top.line):
-            line = {"cell": top.cell, "line": top.line, "code": top.code} if top.file is None else \
-                {"file": top.file, "line": top.line, "code": top.code}
             out.append({
-                "kind": "heavy_line", "graph_hash": v.graph_hash, "line": line, "compiled_in": capture.execution_count,
+                "kind": "heavy_line", "graph_hash": v.graph_hash, "line": top.ref, "compiled_in": capture.execution_count,
                 "evidence": {"share": top.share, "kernels": len(top.kernels), "ns": top.total_ns},
                 "text": (f"one line holds {top.share:.0%} of this compile's kernel compile time in {len(top.kernels)} "
                          "kernels: a Python loop there is unrolled into the graph, each pass compiled again; "

@@ -65,9 +65,7 @@ def of_report(report: Report) -> dict:
 
 
 def _line_row(ln) -> dict:
-    return {"ref": ({"cell": ln.cell, "line": ln.line, "code": ln.code} if ln.file is None else
-                    {"file": ln.file, "line": ln.line, "code": ln.code}) if ln.line is not None else None,
-            "label": ln.label, "ns": ln.total_ns, "share": ln.share, "kernels": len(ln.kernels),
+    return {"ref": ln.ref, "label": ln.label, "ns": ln.total_ns, "share": ln.share, "kernels": len(ln.kernels),
             "top_kernels": [name for name, _ in ln.kernels[:5]]}
 
 
@@ -80,6 +78,7 @@ def compile_model(report: Report, top: int = 200) -> list[dict]:
     out = []
     for v in report.compile_views:
         p = v.profile
+        op_counts = {x["name"]: x.get("op_count") for x in p["kernels"]}
         advice = report.advice(v.graph_hash)
         out.append({
             "graph_hash": v.graph_hash, "graph_name": v.graph_name, "step": v.step, "module": p.get("module"),
@@ -88,7 +87,7 @@ def compile_model(report: Report, top: int = 200) -> list[dict]:
             "counts": p.get("counts") or {}, "codegen": p.get("codegen") or {},
             "kernel_threads": p.get("kernel_threads"), "kernel_thread_ns": p.get("kernel_thread_ns"),
             "kernels": [{"name": k.name, "kind": k.kind, "ns": k.total_ns, "share": k.share,
-                         "op_count": next((x.get("op_count") for x in p["kernels"] if x["name"] == k.name), None),
+                         "op_count": op_counts.get(k.name),
                          "lines": k.lines, "model_lines": k.model_lines, "aten_ops": k.aten_ops}
                         for k in v.kernels[:top]],
             "untimed": [{"reason": why, "kernels": names} for why, names in v.untimed.items()],
