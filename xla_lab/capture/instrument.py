@@ -7,11 +7,14 @@ torch_xla's logs by ``capture/steps.py``.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Callable
 
+from .frames import is_internal
 from .metrics import NOT_FALLBACKS
 from .steps import HOOK_FUNCTION, ExplicitSync
+from .xla_logs import Frame
 
 
 class LineTracking:
@@ -57,7 +60,9 @@ class SyncHook:
     """Wraps ``torch_xla._XLAC._xla_step_marker`` (what ``torch_xla.sync`` and ``xm.mark_step``
     call) to timestamp explicit syncs. Costs a few clock and counter reads and one ``stat`` per sync."""
 
-    def __init__(self, debug_file: str, tracking: LineTracking):
+    def __init__(self, debug_file: str, tracking: LineTracking, frames: bool = False, cell_file: str | None = None):
+        """``frames``: record each sync's caller frames up to ``cell_file``'s (lean capture: torch_xla's
+        per-execution analysis, which logs them, is off)."""
         import torch_xla
 
         self._xlac = torch_xla._XLAC
@@ -66,6 +71,8 @@ class SyncHook:
         self.records: list[ExplicitSync] = []
         self.final_pending = False
         self.tracking = tracking
+        self.frames = frames
+        self.cell_file = cell_file
         # called with ``executed`` after each explicit sync of the cell (e.g. a profiler window that
         # closes after N steps); their time is the sync record's ``held_s``, not the user's
         self.listeners: list[Callable[[bool], None]] = []
@@ -83,12 +90,17 @@ class SyncHook:
         tracking = self.tracking
         listeners = self.listeners
         compiles = self._xlac._xla_counter_value
+        with_frames = self.frames
+        cell_file = self.cell_file
 
         def _xla_lab_step_marker(*args, **kwargs):
             __tracebackhide__ = True  # noqa: F841  (an error of the sync shows at the user's line)
             record = ExplicitSync(enter=time.time(), final=hook.final_pending, fallbacks=fallback_counts())
+            if with_frames:
+                record.frames = caller_frames(sys._getframe(1), cell_file)
             size = _size(debug_file)
             uncached = compiles("UncachedCompile")
+            cached = compiles("CachedCompile")
             done = False
             try:
                 out = original(*args, **kwargs)
@@ -97,7 +109,9 @@ class SyncHook:
             finally:
                 returned = time.time()
                 # A sync that raised (XLA rejected the graph) logged a compile but ran nothing.
-                record.executed = done and _size(debug_file) != size
+                # (lean capture's log has no block for a cache hit: torch_xla's counters tell)
+                record.executed = done and (_size(debug_file) != size or compiles("CachedCompile") != cached
+                                            or compiles("UncachedCompile") != uncached)
                 records.append(record)
                 tracking.after_sync(compiled=compiles("UncachedCompile") != uncached, executed=record.executed)
                 for listener in listeners:
@@ -113,6 +127,25 @@ class SyncHook:
         if self._original is not None:
             self._xlac._xla_step_marker = self._original
             self._original = None
+
+
+def caller_frames(frame, cell_file: str | None, limit: int = 32) -> list[Frame]:
+    """The frames from ``frame`` outwards (innermost first), as the sync log would list them, up to the
+    running cell's (else the first of the user's code, a cell or a model file, and those above it while
+    they are the user's): a few attribute reads per frame."""
+    out = []
+    user = False
+    while frame is not None and len(out) < limit:
+        code = frame.f_code
+        file = code.co_filename
+        if user and is_internal(file):
+            break
+        out.append(Frame(code.co_name, file, frame.f_lineno))
+        if file == cell_file:
+            break
+        user = user or not is_internal(file)
+        frame = frame.f_back
+    return out
 
 
 def fallback_counts() -> dict[str, int]:

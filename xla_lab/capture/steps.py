@@ -39,6 +39,7 @@ class ExplicitSync:
     final: bool = False  # xla_lab's own end-of-cell sync
     held_s: float = 0.0  # time xla_lab's listeners took inside the hook after the sync (not the user's)
     fallbacks: dict[str, int] | None = None  # cumulative CPU-fallback counts when it was called
+    frames: list[Frame] | None = None  # lean capture: the caller's frames up to the cell (the hook walks them)
 
 
 @dataclass
@@ -86,6 +87,64 @@ def pair_executions(events: list[SyncEvent], modules: int, explicit: list[Explic
         record = next(executed, None) if is_explicit else None
         out.append(Paired(ev, miss, module, record))
     return out
+
+
+def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], executions: list[Sample],
+              compile_samples: list[Sample], known: dict[tuple, str] | None = None,
+              graph_name: str | None = None) -> list[Paired]:
+    """Lean capture's executions, without torch_xla's per-execution analysis: one per ExecuteTime
+    sample, in time order. An execution that began after a compile ended (CompileTime samples, in
+    order) is that compile's miss and takes the next compile block of the sync log (graph hash, name,
+    frames). An execution is an explicit sync's when it began after the sync was entered and that sync
+    has not been given one yet (execution is asynchronous: it begins once the sync has handed the graph
+    over, before the next step is traced); the others are implicit syncs (a value read).
+
+    A cache hit's graph is not logged in lean mode: it is the graph last run from the same place (cell
+    line and cause, ``known`` holds those of the cell's earlier runs), else ``"unknown"``."""
+    synced = [r for r in explicit if r.executed]
+    compiles_left = list(compiles)
+    ends = [c.end for c in compile_samples]
+    claimed: set[int] = set()
+    site_graph = dict(known or {})
+    out = []
+    for ex in executions:
+        miss = bool(ends) and ends[0] <= ex.start + 1e-3
+        if miss:
+            ends.pop(0)
+        record = None
+        for i in range(len(synced) - 1, -1, -1):
+            if synced[i].enter <= ex.start + 1e-4:
+                if i not in claimed:
+                    claimed.add(i)
+                    record = synced[i]
+                break
+        frames = (record.frames or []) if record is not None else []
+        compiled = miss and bool(compiles_left)
+        if compiled:
+            event = compiles_left.pop(0)
+            if not event.frames:
+                event = SyncEvent("execute", event.xla_cause, event.graph_name, event.graph_hash, frames=frames)
+        else:
+            event = SyncEvent("execute", "", graph_name, site_graph.get(_site(record, frames), "unknown"),
+                              frames=frames)
+        site_graph[_site(record, event.frames)] = event.graph_hash
+        if record is not None:  # (a hit from this place has the hook's frames, not the log's)
+            site_graph[_site(record, frames)] = event.graph_hash
+        out.append(Paired(event, compiled, None, record))
+    return out
+
+
+def _site(record: ExplicitSync | None, frames: list[Frame]) -> tuple:
+    """Where a step synced, as lean capture tells hits apart: explicit or not, and the innermost frame of
+    the user's code (the sync log's frames start inside xla_lab's hook, the hook's own inside torch_xla)."""
+    first = model_frame(frames)
+    return (record is not None, record.final if record is not None else False,
+            (first.file, first.line) if first is not None else None)
+
+
+def lean_sites(steps: list[StepRecord], paired: list[Paired]) -> dict[tuple, str]:
+    """Site -> graph hash of a run's steps, for the cell's next run (``pair_lean``'s ``known``)."""
+    return {_site(p.explicit, p.event.frames): s.graph_hash for s, p in zip(steps, paired) if s.graph_hash != "unknown"}
 
 
 def steps_of(paired: list[Paired], cell_file: str | None, source_lines: list[str],
