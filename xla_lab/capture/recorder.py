@@ -217,8 +217,9 @@ class CellRecorder:
             else:
                 notes.extend(analyze(artifacts, module.proto_before, self.cells))
         if self._paired or any(s.cache == "miss" for s in self.capture.steps):
-            joins.explain_recompiles(self.capture.steps, joins.previous_runs(self.capture, self.earlier, self.named),
-                                     self.earlier, self.capture.execution_count)
+            earlier = [c for c in self.earlier if c is not self.capture]  # (the history holds this run by now)
+            joins.explain_recompiles(self.capture.steps, joins.previous_runs(self.capture, earlier, self.named),
+                                     earlier, self.capture.execution_count)
             if self.lean:
                 for step in self.capture.steps:
                     if step.cache == "miss" and step.recompile_reason and step.artifacts is not None \
@@ -230,7 +231,7 @@ class CellRecorder:
         """Lean capture: executions from metrics, explicit syncs from the hook, compiles from the sync
         log's compile blocks (``steps.pair_lean``); the modules from the profiler session, in order."""
         compiles = [e for e in events if e.kind == "compile"]
-        runs = joins.previous_runs(self.capture, self.earlier, self.named)
+        runs = joins.previous_runs(self.capture, [c for c in self.earlier if c is not self.capture], self.named)
         known: dict = {}
         for run in reversed(runs):  # (newest last: its sites win)
             known.update(getattr(run, "lean_sites", None) or {})
