@@ -113,11 +113,13 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         # the sessions end first: in lean capture they bring the modules the cell compiled
         profile_data = _stop_profiler(recorder, profiler)
         chunks = window.stop() if window is not None else []
-        modules = None
+        modules = lean = None
         if session.lean:
-            modules = session.lean_modules.new(([profile_data] if profile_data else []) + chunks,
-                                               recorder.capture.notes)
-        capture = recorder.finish(error, modules=modules)
+            recorded = ([(profile_data, profiler.executions_at_start)] if profile_data else []) + \
+                list(zip(chunks, window.opened_at if window is not None else []))
+            modules = session.lean_modules.new([data for data, _ in recorded], recorder.capture.notes)
+            lean = (session.lean_modules, recorded)
+        capture = recorder.finish(error, modules=modules, lean=lean)
         _attach_launches(session, recorder, capture)
         if recorder.device_error is not None:  # a graph of the cell failed while running
             repair_and_note_lost_tensors(shell, recorder.device_error, capture)

@@ -14,6 +14,8 @@ from typing import Callable
 from .frames import is_internal
 from .metrics import NOT_FALLBACKS
 from .steps import HOOK_FUNCTION, ExplicitSync
+
+CACHED_RUN_FUNCTION = "_xla_lab_cached_run"
 from .xla_logs import Frame
 
 
@@ -68,6 +70,7 @@ class SyncHook:
         self._xlac = torch_xla._XLAC
         self._debug_file = debug_file
         self._original = None
+        self._original_run = None  # torch_xla's _run_cached_graph, while lean capture wraps it
         self.records: list[ExplicitSync] = []
         self.final_pending = False
         self.tracking = tracking
@@ -122,28 +125,52 @@ class SyncHook:
 
         _xla_lab_step_marker.__wrapped__ = original
         self._xlac._xla_step_marker = _xla_lab_step_marker
+        if with_frames:
+            self._wrap_cached_runs()
+
+    def _wrap_cached_runs(self) -> None:
+        """Lean capture: torch.compile's openxla backend runs the graphs it traced through
+        ``_run_cached_graph(hash, inputs)``; torch_xla logs no frames for them at the compile-only level,
+        so the hook records each call (when, the graph's hash, the caller's frames) as a record of its own."""
+        original = getattr(self._xlac, "_run_cached_graph", None)
+        if original is None or self._original_run is not None:
+            return
+        if getattr(original, "__name__", "") == CACHED_RUN_FUNCTION:
+            original = original.__wrapped__
+        self._original_run = original
+        records, cell_file = self.records, self.cell_file
+
+        def _xla_lab_cached_run(graph_hash, *args, **kwargs):
+            __tracebackhide__ = True  # noqa: F841
+            record = ExplicitSync(enter=time.time(), executed=True, frames=caller_frames(sys._getframe(1), cell_file),
+                                  graph_hash=bytes(graph_hash)[::-1].hex() if isinstance(graph_hash, bytes) else None)
+            try:
+                return original(graph_hash, *args, **kwargs)
+            finally:
+                record.exit = time.time()
+                records.append(record)
+
+        _xla_lab_cached_run.__wrapped__ = original
+        self._xlac._run_cached_graph = _xla_lab_cached_run
 
     def uninstall(self) -> None:
         if self._original is not None:
             self._xlac._xla_step_marker = self._original
             self._original = None
+        if self._original_run is not None:
+            self._xlac._run_cached_graph = self._original_run
+            self._original_run = None
 
 
 def caller_frames(frame, cell_file: str | None, limit: int = 32) -> list[Frame]:
     """The frames from ``frame`` outwards (innermost first), as the sync log would list them, up to the
-    running cell's (else the first of the user's code, a cell or a model file, and those above it while
-    they are the user's): a few attribute reads per frame."""
+    running cell's (at most ``limit``): a few attribute reads per frame."""
     out = []
-    user = False
     while frame is not None and len(out) < limit:
         code = frame.f_code
-        file = code.co_filename
-        if user and is_internal(file):
+        out.append(Frame(code.co_name, code.co_filename, frame.f_lineno))
+        if code.co_filename == cell_file:
             break
-        out.append(Frame(code.co_name, file, frame.f_lineno))
-        if file == cell_file:
-            break
-        user = user or not is_internal(file)
         frame = frame.f_back
     return out
 

@@ -26,6 +26,7 @@ from .store import ArtifactStore
 from .xla_logs import AppendedLog, CompileWatch, parse_debug_log, parse_ir_log
 
 
+EXECUTE_METRICS = ("ExecuteTime", "ExecuteReplicatedTime")
 LEAN_REASON = (" (lean capture: compared on the optimized modules, whose inputs and ops are XLA's after "
                "optimization; full capture compares the traced graphs)")
 
@@ -108,11 +109,14 @@ class CellRecorder:
         finally:
             self._hook.final_pending = False
 
-    def finish(self, error: BaseException | None = None, modules: list | None = None) -> CellCapture:
+    def finish(self, error: BaseException | None = None, modules: list | None = None, lean=None) -> CellCapture:
         """Wait for the device, read every source, build the steps and their timings. Never raises for
         capture problems: they become notes on the capture. What takes time and is not needed before
         the cell ends (analysing new graphs, recompile reasons) is left for ``complete()``.
-        ``modules``: lean capture's compiled modules (``profile/lean_modules.py``), in place of the dump's."""
+        ``modules``: lean capture's compiled modules (``profile/lean_modules.py``), in place of the dump's;
+        ``lean``: (its ``LeanModules``, [(session bytes, executions counted when it opened)]), to tell which
+        module each execution ran."""
+        self._lean = lean
         import torch_xla
         import torch_xla.core.xla_model as xm
 
@@ -235,12 +239,19 @@ class CellRecorder:
         known: dict = {}
         for run in reversed(runs):  # (newest last: its sites win)
             known.update(getattr(run, "lean_sites", None) or {})
-        paired = joins.pair_lean(compiles, self._hook.records, delta.samples["execute"], delta.samples["compile"],
-                                 known, self.capture.graph_name)
+        executions = delta.samples["execute"]
+        programs, graph_of = [None] * len(executions), {}
+        if self._lean is not None:
+            lean_modules, recorded = self._lean
+            first = sum(m.count for name, m in self._before.metrics.items() if name in EXECUTE_METRICS)
+            programs, graph_of = lean_modules.programs(recorded, first, len(executions)), lean_modules.graph_of
+        paired = joins.pair_lean(compiles, self._hook.records, executions, delta.samples["compile"],
+                                 known, self.capture.graph_name, programs, graph_of)
         misses = [p for p in paired if p.miss]
         if len(modules) == len(misses):
             for n, p in enumerate(misses):
                 p.module = n
+                graph_of[modules[n].number] = p.event.graph_hash
         elif misses:
             self.capture.notes.append(
                 f"lean capture: the profiler session brought {len(modules)} new modules for the cell's "

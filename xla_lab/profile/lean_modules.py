@@ -17,7 +17,8 @@ from xla_lab.capture.dumps import CompiledModule
 from xla_lab.hlo.hlo_proto import read_hlo_proto
 from xla_lab.hlo.proto_frames import ProtoError
 
-from .xplane import ProfileFormatError, parse_space
+from .join import DISPATCH
+from .xplane import ProfileFormatError, parse_space, read_space
 
 METADATA_PLANE = "/host:metadata"
 HLO_PROTO_STAT = "Hlo Proto"
@@ -43,12 +44,41 @@ def hlo_protos(data: bytes) -> list[tuple[str, int | None, bytes]]:
     return out
 
 
+def executed_programs(data: bytes) -> list[int | None]:
+    """The program (module unique id) of each execution a session recorded, in the order they were
+    dispatched: torch_xla's dispatch event spans the execution on the CPU client, and every kernel XLA
+    runs carries its ``program_id``; executions on one device run one at a time."""
+    planes = read_space(data, frozenset(DISPATCH), with_stat="program_id", stats=frozenset({"program_id"}))
+    dispatches, kernels = [], []
+    for plane in planes:
+        for line in plane.lines:
+            for ev in line.events:
+                if ev.name in DISPATCH:
+                    dispatches.append((ev.start_ns, ev.end_ns))
+                elif isinstance(ev.stats.get("program_id"), int):
+                    kernels.append((ev.start_ns, ev.stats["program_id"]))
+    dispatches.sort()
+    kernels.sort()
+    out: list[int | None] = []
+    i = 0
+    for start, end in dispatches:
+        while i < len(kernels) and kernels[i][0] < start:
+            i += 1
+        ids = {}
+        j = i
+        while j < len(kernels) and kernels[j][0] <= end:
+            ids[kernels[j][1]] = ids.get(kernels[j][1], 0) + 1
+            j += 1
+        out.append(max(ids, key=ids.get) if ids else None)
+    return out
+
+
 class LeanModules:
     """The modules of one kernel's profiler sessions, each handed out once (``new``)."""
 
     def __init__(self):
         self._seen: set[int] = set()
-        self._number = 0
+        self.graph_of: dict[int, str] = {}  # module unique id -> graph hash, once a compile is paired with it
 
     def new(self, chunks: list[bytes], problems: list[str] | None = None) -> list[CompiledModule]:
         """Modules not seen in earlier sessions, oldest first. Unreadable bytes become ``problems``."""
@@ -77,8 +107,23 @@ class LeanModules:
                                       allocations=optimized.allocations))
         return out
 
-    def forget(self) -> None:
-        self._seen.clear()
+    def programs(self, chunks: list[tuple[bytes, int]], first: int, count: int) -> list[int | None]:
+        """The module each of a cell's ``count`` executions ran (None where no session recorded it):
+        ``chunks``: (bytes, executions counted when that session opened); ``first``: the executions
+        counted when the cell started."""
+        out: list[int | None] = [None] * count
+        for data, opened_at in chunks:
+            if not data:
+                continue
+            try:
+                programs = executed_programs(data)
+            except ProfileFormatError:
+                continue
+            for k, program in enumerate(programs):
+                at = opened_at + k - first
+                if 0 <= at < count and out[at] is None:
+                    out[at] = program
+        return out
 
 
 def _graph_name(module_name: str) -> str:
