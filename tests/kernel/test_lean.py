@@ -1,0 +1,139 @@
+"""Lean capture on the model zoo, against full capture of the same cells: each mode runs the whole zoo in a
+fresh process (``tests/lean_run.py``: the mode is chosen before the runtime starts, lean with
+``%xla mode lean`` as a user would), and the steps, graphs, memory, lines, timings and views are compared.
+A graph's hash, kernels and buffer assignment do not depend on the capture mode, so they must be equal;
+a lean kernel's lines come from the optimized module's own call stacks, so its model lines are those full
+capture finds or fewer (full matches ops by type and line, which can add a twin op's line)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xla_lab.capture.analysis import LEAN_BEFORE
+from xla_lab.capture.recorder import LEAN_REASON
+from xla_lab.view.panel_model import LEAN_GRAPH
+
+ZOO = Path(__file__).resolve().parent / "zoo"
+if str(ZOO) not in sys.path:
+    sys.path.insert(0, str(ZOO))
+import zoo  # noqa: E402
+
+RUN = Path(__file__).resolve().parents[1] / "lean_run.py"
+ENTRIES = [e.name for e in zoo.ZOO if e.name != "mlp_eager"]  # (eager mode has no graph steps)
+
+
+def _run(mode: str, out: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "PT_XLA_"))}
+    env["PJRT_DEVICE"] = "CPU"
+    proc = subprocess.run([sys.executable, str(RUN), mode, str(out)], env=env, capture_output=True, text=True,
+                          timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, dict]:
+    tmp = tmp_path_factory.mktemp("lean")
+    return {mode: _run(mode, tmp / f"{mode}.json") for mode in ("lean", "full")}
+
+
+def test_lean_mode_has_no_dump_and_full_mode_has_one(runs):
+    assert runs["lean"]["_runtime"] == {"mode": "lean", "hlo_dump": False, "dump_files": []}
+    assert runs["full"]["_runtime"]["mode"] == "full" and runs["full"]["_runtime"]["hlo_dump"]
+
+
+@pytest.mark.parametrize("name", ENTRIES)
+def test_steps_are_full_captures(runs, name):
+    """Every sync, its graph, cache state, cause and line: as full capture (torch_xla's per-execution
+    analysis) records them; no step of an unknown graph. The losses are the same."""
+    lean, full = runs["lean"][name], runs["full"][name]
+    assert lean["ok"] and full["ok"]
+    assert lean["losses"] == full["losses"]
+    key = lambda s: (s["index"], s["graph_hash"], s["cache"], s["sync_cause"], s["sync_line"])  # noqa: E731
+    assert [key(s) for s in lean["capture"]["steps"]] == [key(s) for s in full["capture"]["steps"]]
+    assert not lean["capture"]["notes"], lean["capture"]["notes"]
+
+
+@pytest.mark.parametrize("name", ENTRIES)
+def test_graphs_kernels_and_memory_are_full_captures(runs, name):
+    """Each compiled graph: the same optimized module (kernel names and kinds, loops) and the same buffer
+    assignment (peak, parameters, outputs, temporaries, largest buffers), read from the profiler session."""
+    lean, full = runs["lean"][name]["capture"]["artifacts"], runs["full"][name]["capture"]["artifacts"]
+    assert set(lean) == set(full) and lean
+    for graph_hash, art in lean.items():
+        ref = full[graph_hash]
+        assert art["lean"] and not ref["lean"]
+        assert [(k["name"], k["kind"]) for k in art["fusions"]] == [(k["name"], k["kind"]) for k in ref["fusions"]]
+        memory = {k: v for k, v in art["memory"].items() if k != "largest"}
+        assert memory == {k: v for k, v in ref["memory"].items() if k != "largest"}
+        assert [(b["allocation"], b["bytes"], b["kind"]) for b in art["memory"]["largest"]] == \
+            [(b["allocation"], b["bytes"], b["kind"]) for b in ref["memory"]["largest"]]
+        assert len(art["loops"] or []) == len(ref["loops"] or [])
+        assert art["compile_profile"] and art["compile_profile"]["counts"]["kernels"] == len(art["fusions"])
+
+
+def _refs(lines: list[dict]) -> set:
+    return {(ln.get("cell"), ln.get("file"), ln["line"]) for ln in lines}
+
+
+@pytest.mark.parametrize("name", ENTRIES)
+def test_every_kernel_has_the_lines_full_capture_gives(runs, name):
+    lean, full = runs["lean"][name]["capture"]["artifacts"], runs["full"][name]["capture"]["artifacts"]
+    for graph_hash, art in lean.items():
+        by_name = {k["name"]: k for k in full[graph_hash]["fusions"]}
+        for k in art["fusions"]:
+            assert k["lines"] and k["model_lines"], k["name"]
+            ref = by_name[k["name"]]
+            assert _refs(k["lines"]) == _refs(ref["lines"]), k["name"]
+            assert _refs(k["model_lines"]) <= _refs(ref["model_lines"]), k["name"]
+
+
+@pytest.mark.parametrize("name", ENTRIES)
+def test_timings_are_torch_xlas_own(runs, name):
+    run = runs["lean"][name]
+    steps = run["capture"]["steps"]
+    for key, metric in (("compile_s", "CompileTime"), ("execute_s", "ExecuteTime")):
+        assert sum(s["timings"][key] or 0.0 for s in steps) == pytest.approx(run["metrics"][metric]["total_s"], abs=1e-6)
+    assert sum(s["cache"] == "miss" for s in steps) == run["metrics"]["CompileTime"]["count"]
+
+
+@pytest.mark.parametrize("name", ENTRIES)
+def test_views_draw_what_lean_has_and_say_what_it_has_not(runs, name):
+    """The summary, the static page and the panel are drawn; the graph before optimization and the lazy
+    graph say lean capture has none and how to get them; every miss's reason states its precision."""
+    run = runs["lean"][name]
+    for view, text in run["views"].items():
+        assert not text.startswith("ERROR"), text[-3000:]
+    panel = json.loads(run["views"]["panel"])
+    for graph in panel["graphs"].values():
+        assert graph["nodes"] == [] and graph["absent"] == LEAN_GRAPH
+    arts = run["capture"]["artifacts"]
+    assert all(a["hlo_before"] == LEAN_BEFORE and a["hlo_after"].startswith("HloModule") for a in arts.values())
+    assert "lean capture" in run["views"]["html"]
+    for step in run["capture"]["steps"]:
+        if step["cache"] == "miss":
+            assert step["recompile_reason"].endswith(LEAN_REASON)
+
+
+def test_mode_cannot_change_once_the_runtime_started(ip, capsys):
+    """Once the runtime started (here, by the line below), %xla mode lean says why it cannot, and nothing
+    changes."""
+    from xla_lab import session
+
+    assert ip.run_cell("import torch, torch_xla\n(torch.ones(2, device=torch_xla.device()) + 1).cpu()").success
+    ip.run_line_magic("xla", "mode lean")
+    out = capsys.readouterr().out
+    assert "too late to change the capture mode" in out and "%xla mode lean" in out
+    assert session.get().runtime.mode == "full"
+    ip.run_line_magic("xla", "mode")
+    assert "capture mode full" in capsys.readouterr().out
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError):
+        ip.run_line_magic("xla", "mode thin")

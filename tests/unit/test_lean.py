@@ -1,0 +1,170 @@
+"""Lean capture's pure parts, without a device: the modules and executions a profiler session recorded
+(``tests/fixtures/lean``: one tiny graph compiled twice-run under a session, with XLA's dump on, so the
+session's ``HloProto`` and the dump describe the same program: made by its ``make_fixtures.py``), and
+the join of executions, compiles and syncs that stands in for torch_xla's per-execution analysis
+(``steps.pair_lean``). The zoo in lean mode, against full mode, is tests/kernel/test_lean.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xla_lab.capture import steps as joins
+from xla_lab.capture.metrics import Sample
+from xla_lab.capture.xla_logs import Frame, SyncEvent
+from xla_lab.hlo.hlo_proto import read_hlo_proto, with_shapes
+from xla_lab.hlo.memory import memory_summary, parse_buffer_assignment
+from xla_lab.hlo.parser import parse_module
+from xla_lab.hlo.proto_frames import ProtoError, instruction_stacks
+from xla_lab.profile.lean_modules import LeanModules, executed_programs, hlo_protos
+from xla_lab.profile.xplane import ProfileFormatError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lean"
+
+
+@pytest.fixture(scope="module")
+def session_bytes() -> bytes:
+    return (FIXTURES / "lean_session.xplane.pb").read_bytes()
+
+
+def test_the_session_holds_the_compiled_module_with_its_id(session_bytes):
+    protos = hlo_protos(session_bytes)
+    assert len(protos) == 1
+    name, module_id, raw = protos[0]
+    assert name.startswith("SyncTensorsGraph.") and module_id == 0
+    module = read_hlo_proto(raw)
+    assert module.name == name and module.module_id == 0 and module.module_proto
+
+
+def test_allocations_from_the_proto_are_the_dumps(session_bytes):
+    """Every allocation: the same index, size, kind, parameter and values as XLA's dump text; the
+    summaries (peak from the memory report, parameters, outputs, temporaries, largest buffers) agree."""
+    module = read_hlo_proto(hlo_protos(session_bytes)[0][2])
+    dumped = parse_buffer_assignment((FIXTURES / "lean_buffer_assignment.txt").read_text())
+    after = parse_module((FIXTURES / "lean_after_optimizations.txt").read_text())
+    names = {ins.name: ins for ins in after.instructions()}
+    lean = with_shapes(module.allocations, lambda n: names[n].shape_text if n in names else None)
+    assert [(a.index, a.size, a.kind, a.parameter, a.live_out) for a in lean] == \
+        [(a.index, a.size, a.kind, a.parameter, a.live_out) for a in dumped]
+    for a, d in zip(lean, dumped):  # (the text's reader skips a tuple's value; the proto has it)
+        assert set(d.values) <= set(a.values) and (a.values == d.values or not d.values)
+    full = memory_summary((FIXTURES / "lean_memory_usage_report.txt").read_text(),
+                          (FIXTURES / "lean_buffer_assignment.txt").read_text())
+    summary = memory_summary(None, None, allocations=lean)
+    assert {k: v for k, v in summary.items() if k != "largest"} == {k: v for k, v in full.items() if k != "largest"}
+    assert [(b["allocation"], b["bytes"], b["kind"]) for b in summary["largest"]] == \
+        [(b["allocation"], b["bytes"], b["kind"]) for b in full["largest"]]
+
+
+def test_the_optimized_module_carries_each_ops_call_stack(session_bytes):
+    """The session's module keeps torch_xla's frame table: the ops of the cell's code have stacks that
+    reach the fixture's script (what lean capture maps kernels to lines with)."""
+    module = read_hlo_proto(hlo_protos(session_bytes)[0][2])
+    stacks = instruction_stacks(module.module_proto)
+    assert stacks
+    assert any(f.file.endswith("make_fixtures.py") for stack in stacks.values() for f in stack)
+    assert any(f.file.endswith("linear.py") for stack in stacks.values() for f in stack)  # inside nn.Linear
+
+
+def test_each_execution_is_named_by_its_program(session_bytes):
+    assert executed_programs(session_bytes) == [0, 0]
+
+
+def test_modules_are_handed_out_once_and_executions_placed_in_the_cell(session_bytes):
+    lean = LeanModules()
+    problems: list[str] = []
+    first = lean.new([session_bytes], problems)
+    assert [m.number for m in first] == [0] and first[0].allocations and not problems
+    assert lean.new([session_bytes]) == []  # seen: a later session lists the live module again
+    # the session opened after 5 executions; the cell started at 4 and ran 4: its 2nd and 3rd ran it
+    assert lean.programs([(session_bytes, 5)], 4, 4) == [None, 0, 0, None]
+
+
+def test_bad_bytes_are_a_problem_not_a_crash():
+    problems: list[str] = []
+    assert LeanModules().new([b"\x0a\x05junk!"], problems) == []
+    assert problems and "could not be read" in problems[0]
+    with pytest.raises(ProtoError):
+        read_hlo_proto(b"\x0a\x03abc")
+    with pytest.raises(ProfileFormatError):
+        executed_programs(b"not a profile")
+
+
+# --- pair_lean ----------------------------------------------------------------------------------
+CELL = "<ipython-input-7-abc>"
+
+
+def _frames(line: int, *inner: tuple[str, str]) -> list[Frame]:
+    return [Frame(fn, file, 1) for fn, file in inner] + [Frame("<module>", CELL, line)]
+
+
+def _sync(enter: float, line: int, final: bool = False) -> joins.ExplicitSync:
+    return joins.ExplicitSync(enter=enter, exit=enter + 0.001, executed=True, final=final,
+                              frames=_frames(line, ("sync", "/x/site-packages/torch_xla/torch_xla.py")))
+
+
+def _ex(start: float, seconds: float = 0.01) -> Sample:
+    return Sample(end=start + seconds, seconds=seconds)
+
+
+def test_a_loop_with_a_value_read_names_every_step():
+    """Per iteration: an implicit sync (``.item()``) then ``torch_xla.sync()``; the first iteration
+    compiles both graphs, later ones hit: each hit gets the graph and the frames of the step that synced
+    at its place, with or without the profile's program ids."""
+    item = SyncEvent("compile", "", "cell_7", "aaa", frames=_frames(3, ("item", "/x/site-packages/torch/_tensor.py")))
+    step = SyncEvent("compile", "", "cell_7", "bbb", frames=_frames(4, ("_xla_lab_step_marker", "/x/xla_lab/x.py")))
+    syncs = [_sync(1.0, 4), _sync(2.0, 4), _sync(3.0, 4)]
+    executions = [_ex(0.5), _ex(1.01), _ex(1.5), _ex(2.01), _ex(2.5), _ex(3.01)]
+    compiles = [Sample(end=0.49, seconds=0.4), Sample(end=1.0, seconds=0.4)]
+    for programs in (None, [1, 2, 1, 2, None, None]):
+        paired = joins.pair_lean([item, step], syncs, executions, compiles, programs=programs, graph_of={})
+        assert [(p.event.graph_hash, p.miss, p.explicit is not None) for p in paired] == [
+            ("aaa", True, False), ("bbb", True, True), ("aaa", False, False), ("bbb", False, True),
+            ("aaa", False, False), ("bbb", False, True)]
+        steps = joins.steps_of(paired, CELL, ["", "", "v = loss.item()", "torch_xla.sync()"])
+        assert [s.sync_line for s in steps] == [3, 4, 3, 4, 3, 4]
+        assert steps[2].sync_cause == steps[0].sync_cause and ".item()" in steps[0].sync_cause
+
+
+def test_the_profile_names_a_hit_where_the_place_cannot():
+    """Two graphs synced from one line (a shape that alternates): the place would say the last one; the
+    program the profile recorded says which."""
+    first = SyncEvent("compile", "", "c", "h8", frames=_frames(2))
+    second = SyncEvent("compile", "", "c", "h16", frames=_frames(2))
+    syncs = [_sync(t, 2) for t in (1.0, 2.0, 3.0, 4.0)]
+    executions = [_ex(t + 0.01) for t in (1.0, 2.0, 3.0, 4.0)]
+    compiles = [Sample(end=1.0, seconds=0.5), Sample(end=2.0, seconds=0.5)]
+    by_place = joins.pair_lean([first, second], syncs, executions, compiles)
+    assert [p.event.graph_hash for p in by_place] == ["h8", "h16", "h16", "h16"]
+    profiled = joins.pair_lean([first, second], syncs, executions, compiles, programs=[10, 11, 10, 11], graph_of={})
+    assert [p.event.graph_hash for p in profiled] == ["h8", "h16", "h8", "h16"]
+
+
+def test_earlier_runs_name_the_hits_of_a_cell_run_again():
+    first = joins.pair_lean([SyncEvent("compile", "", "c", "abc", frames=_frames(2))], [_sync(1.0, 2)], [_ex(1.01)],
+                            [Sample(end=1.0, seconds=0.5)])
+    steps = joins.steps_of(first, CELL, ["", "torch_xla.sync()"])
+    known = joins.lean_sites(steps, first)
+    again = joins.pair_lean([], [_sync(5.0, 2)], [_ex(5.01)], [], known)
+    assert again[0].event.graph_hash == "abc" and not again[0].miss
+    assert joins.pair_lean([], [_sync(5.0, 2)], [_ex(5.01)], [])[0].event.graph_hash == "unknown"
+
+
+def test_torch_compile_runs_name_their_graph_and_are_not_syncs():
+    """torch.compile's openxla backend runs a traced graph through ``_run_cached_graph``: the hook's
+    record carries the hash it was given; the step is that call's, not a ``torch_xla.sync()``."""
+    run = joins.ExplicitSync(enter=1.0, exit=1.1, executed=True, graph_hash="fwd",
+                             frames=[Frame("optimized_mod", "/x/site-packages/torch_xla/_dynamo/dynamo_bridge.py", 5)]
+                             + _frames(3))
+    paired = joins.pair_lean([], [run], [_ex(1.01)], [])
+    assert paired[0].event.graph_hash == "fwd" and paired[0].explicit is None
+    steps = joins.steps_of(paired, CELL, ["", "", "out = model(x)"])
+    assert steps[0].sync_cause.startswith("torch.compile(backend=\"openxla\") ran its compiled forward graph")
+
+
+def test_the_end_of_cell_sync_is_its_own_place():
+    paired = joins.pair_lean([SyncEvent("compile", "", "c", "tail", frames=_frames(9))], [_sync(1.0, 3, final=True)],
+                             [_ex(1.01)], [Sample(end=1.0, seconds=0.2)])
+    steps = joins.steps_of(paired, CELL, [""] * 9)
+    assert steps[0].sync_cause == "end of cell" and steps[0].graph_hash == "tail" and steps[0].cache == "miss"
