@@ -4,9 +4,11 @@ tests of ``tests/kernel/test_lean.py`` compare: each entry's capture, torch_xla'
 the cell, and what every view made of it.
 
     python tests/lean_run.py MODE OUT.json [ENTRY ...]
+    python tests/lean_run.py queue OUT.json
 
 MODE is ``full`` or ``lean``; lean is chosen with ``%xla mode lean`` after ``%load_ext xla_lab``, as a
-user would (``XLA_LAB_CAPTURE=lean`` is the other way, tested by the benchmark).
+user would (``XLA_LAB_CAPTURE=lean`` is the other way, tested by the benchmark). ``queue``: in lean
+capture, a marked step's variant compiled by the precompile queue, then run for real.
 """
 
 from __future__ import annotations
@@ -82,5 +84,54 @@ def main(mode: str, out_path: str, names: list[str]) -> None:
         json.dump(results, f)
 
 
+QUEUE_SETUP = """
+import torch, torch_xla, xla_lab
+dev = torch_xla.device()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(24, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to(dev)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+@xla_lab.step
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+def batch(n):
+    return torch.randn(n, 24).to(dev), torch.randint(0, 4, (n,)).to(dev)
+"""
+
+
+def main_queue(out_path: str) -> None:
+    """Lean capture with the precompile queue: the jobs' graphs reach the store with their modules (from
+    a profiler session's list of live modules), so the real steps that run them show their HLO."""
+    from IPython.testing.globalipapp import start_ipython
+
+    import xla_lab
+
+    os.environ["XLA_LAB_CAPTURE"] = "lean"
+    ip = start_ipython()
+    ip.run_line_magic("load_ext", "xla_lab")
+    assert ip.run_cell(QUEUE_SETUP).success
+    queue = xla_lab.queue()
+    queue.idle_delay = 1e6  # (the jobs run when asked, below)
+    assert ip.run_cell("%%xla -q\nx, y = batch(8)\nloss = train_step(model, opt, x, y)").success
+    first = xla_lab.last()
+    ip.run_line_magic("xla", "queue add train_step x=5x24 y=5")
+    queue.run_pending()
+    jobs = [(j.label, j.state, j.error) for j in queue.jobs]
+    runs = []
+    for n in (8, 5):
+        assert ip.run_cell(f"%%xla -q\nx, y = batch({n})\nloss = train_step(model, opt, x, y)").success
+        runs.append(json.loads(xla_lab.last().to_json()))
+    with open(out_path, "w") as f:
+        json.dump({"first": json.loads(first.to_json()), "jobs": jobs, "runs": runs}, f)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3:])
+    if sys.argv[1] == "queue":
+        main_queue(sys.argv[2])
+    else:
+        main(sys.argv[1], sys.argv[2], sys.argv[3:])

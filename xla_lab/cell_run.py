@@ -110,7 +110,9 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
                                       "before it sees an interrupt)")
         if watch is not None:
             watch.stop()
-        # the sessions end first: in lean capture they bring the modules the cell compiled
+        # the sessions end first (once the cell's graphs have run): in lean capture they bring the modules
+        # the cell compiled, and which module each execution ran
+        recorder.wait_for_device()
         profile_data = _stop_profiler(recorder, profiler)
         chunks = window.stop() if window is not None else []
         modules = lean = None
@@ -120,6 +122,8 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
             modules = session.lean_modules.new([data for data, _ in recorded], recorder.capture.notes)
             lean = (session.lean_modules, recorded)
         capture = recorder.finish(error, modules=modules, lean=lean)
+        if session.lean:
+            session.adopt_lean_modules(recorder.outside_modules)
         _attach_launches(session, recorder, capture)
         if recorder.device_error is not None:  # a graph of the cell failed while running
             repair_and_note_lost_tensors(shell, recorder.device_error, capture)

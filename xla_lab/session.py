@@ -7,7 +7,7 @@ import re
 import threading
 
 from xla_lab import runtime, settings
-from xla_lab.capture.analysis import CellFiles, analyze
+from xla_lab.capture.analysis import CellFiles, analyze_module
 from xla_lab.capture.recompile import explain
 from xla_lab.capture.dumps import DumpDirectory
 from xla_lab.capture.records import CellCapture
@@ -43,6 +43,7 @@ class Session:
         from xla_lab.profile.lean_modules import LeanModules
 
         self.lean_modules = LeanModules()  # lean capture's modules, from the profiler sessions
+        self._lean_pending: list = []  # lean: compiles outside cells still waiting for their module
         self._history: list[CellCapture] = []
         self._completing: threading.Thread | None = None  # the last capture's completion (defer())
         # Oldest captures are dropped past this many (XLA_LAB_MAX_HISTORY, default 1000; 0 = keep all):
@@ -153,14 +154,31 @@ class Session:
             for h in dict.fromkeys(_EXECUTED_HASH.findall(text)):
                 if h not in compiled:
                     self.queue.claim(h)
-        modules = self.dumps.collect()
-        for event, module in zip(compiles, modules):
-            art = self.store.get_or_create(event.graph_hash, event.graph_name)
-            self.store.attach_module(art, module, None)
-            self.store.defer_analysis(art, module)
+        if self.lean:  # the modules: from a profiler session's list of live modules
+            self._lean_pending.extend(compiles)
+            if compiles:
+                self.adopt_lean_modules(self.lean_modules.new([_live_modules()]))
+        else:
+            for event, module in zip(compiles, self.dumps.collect()):
+                self._keep_outside(event, module)
         if compiles:
             self.store.trim()
         return [e.graph_hash for e in compiles]
+
+    def _keep_outside(self, event, module) -> None:
+        art = self.store.get_or_create(event.graph_hash, event.graph_name)
+        self.store.attach_module(art, module, None)
+        self.store.defer_analysis(art, module)
+
+    def adopt_lean_modules(self, modules: list) -> None:
+        """Lean capture: modules compiled outside ``%%xla`` cells (precompile jobs, plain cells), paired
+        with the compiles the sync log named since (newest with newest: a module freed before the session
+        listed it leaves the oldest compile without one)."""
+        pending, self._lean_pending = self._lean_pending, []
+        n = min(len(pending), len(modules))
+        for event, module in zip(pending[len(pending) - n:], modules[len(modules) - n:]):
+            self.lean_modules.graph_of[module.number] = event.graph_hash
+            self._keep_outside(event, module)
 
     def keep_profile(self, capture: CellCapture, data: bytes, keep: int = 8) -> None:
         self._profiles = [(c, d) for c, d in self._profiles if c is not capture][-(keep - 1):] + [(capture, data)]
@@ -179,7 +197,7 @@ class Session:
                 if module is not None:
                     # on a copy, with no cells known: the graph keeps its full analysis for later
                     art, stored = copy.copy(art), art
-                    analyze(art, module.proto_before, CellFiles())
+                    analyze_module(art, module, CellFiles())
                     self.store.defer_analysis(stored, module)
             signatures.append(art.signature if art is not None else None)
         if not all(signatures):
@@ -191,6 +209,17 @@ class Session:
         self._history.clear()
         self._profiles.clear()
         self.store.clear()
+
+
+def _live_modules() -> bytes:
+    """A profiler session started and ended at once: XLA lists every live executable's module when a
+    session ends (lean capture's modules of compiles outside cells). Empty when one cannot start."""
+    import torch_xla
+
+    try:
+        return bytes(torch_xla._XLAC.profiler.TslProfilerSessionWrapper().stop())
+    except Exception:  # another session runs (a user's trace): the next cell's window lists them
+        return b""
 
 
 _SESSION: Session | None = None

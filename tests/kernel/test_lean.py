@@ -137,3 +137,15 @@ def test_mode_cannot_change_once_the_runtime_started(ip, capsys):
 
     with pytest.raises(UsageError):
         ip.run_line_magic("xla", "mode thin")
+
+
+def test_precompiled_graphs_are_claimed_and_shown_in_lean_capture(tmp_path):
+    """The precompile queue in lean capture: its jobs' modules reach the store from a profiler session's
+    list of live modules, and the real steps that run them are "precompiled" with their HLO and kernels."""
+    run = _run("queue", tmp_path / "queue.json")
+    assert [state for _, state, _ in run["jobs"]] == ["compiled", "compiled"], run["jobs"]
+    for capture in run["runs"]:
+        (step,) = capture["steps"]
+        art = capture["artifacts"][step["graph_hash"]]
+        assert step["cache"] == "precompiled" and step["saved_s"] > 0, capture["notes"]
+        assert art["lean"] and art["fusions"] and art["memory"]["peak_bytes"] > 0

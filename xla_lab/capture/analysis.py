@@ -147,6 +147,16 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
     return problems
 
 
+def analyze_module(art: GraphArtifacts, module, cells: CellFiles) -> list[str]:
+    """``analyze`` on what a compile left: XLA's dump (full capture), or the optimized module a profiler
+    session recorded (lean capture: its text is printed first)."""
+    if module.module_proto is not None:
+        module.ensure_text()
+        art.hlo_after = module.hlo_after
+        return analyze(art, None, cells, proto_after=module.module_proto, allocations=module.allocations)
+    return analyze(art, module.proto_before, cells)
+
+
 def _analyze_lean(art: GraphArtifacts, proto_after: bytes, allocations: list | None, cells: CellFiles) -> list[str]:
     """Lean capture: the same analysis from the optimized module alone. Its instructions carry their own
     call stacks (the profiler's ``HloProto`` keeps the frame table), so kernels are matched to lines

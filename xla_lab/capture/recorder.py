@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 from . import steps as joins
-from .analysis import CellFiles, analyze
+from .analysis import CellFiles, analyze_module
 from .dumps import DumpDirectory
 from .instrument import LineTracking, SyncHook, fallback_counts
 from .metrics import MetricsDelta, MetricsSnapshot
@@ -57,6 +57,8 @@ class CellRecorder:
         self.lean = getattr(runtime, "mode", "full") == "lean"
         self._hook = SyncHook(str(runtime.debug_file), self._tracking, frames=self.lean, cell_file=cell_file)
         self._to_analyze: list[tuple] = []  # (artifacts, module) of graphs to analyse in complete()
+        self.outside_modules: list = []
+        self._waited = False  # lean: modules of compiles outside the cell (e.g. precompile jobs)
         self._paired: list[joins.Paired] = []
         self._before: MetricsSnapshot | None = None
         self._previous_graph_name: str | None = None
@@ -109,6 +111,23 @@ class CellRecorder:
         finally:
             self._hook.final_pending = False
 
+    def wait_for_device(self) -> None:
+        """Wait until the cell's graphs have run (once; ``finish`` calls it too). A graph that failed while
+        running becomes ``device_error`` and a note (the magic reports it)."""
+        if self._waited:
+            return
+        self._waited = True
+        import torch_xla.core.xla_model as xm
+
+        from xla_lab.runtime import runtime_started
+
+        try:
+            if runtime_started():  # (waiting would start it: see final_sync)
+                xm.wait_device_ops()
+        except Exception as exc:  # a graph failed while running (e.g. out of memory)
+            self.device_error = exc
+            self.capture.notes.append(f"XLA failed while running a graph: {exc}")
+
     def finish(self, error: BaseException | None = None, modules: list | None = None, lean=None) -> CellCapture:
         """Wait for the device, read every source, build the steps and their timings. Never raises for
         capture problems: they become notes on the capture. What takes time and is not needed before
@@ -121,14 +140,7 @@ class CellRecorder:
         import torch_xla.core.xla_model as xm
 
         try:
-            from xla_lab.runtime import runtime_started
-
-            try:
-                if runtime_started():  # (waiting would start it: see final_sync)
-                    xm.wait_device_ops()
-            except Exception as exc:  # a graph failed while running (e.g. out of memory): the magic reports it
-                self.device_error = exc
-                self.capture.notes.append(f"XLA failed while running a graph: {exc}")
+            self.wait_for_device()
             end = time.time()
             self._hook.uninstall()
             self._tracking.stop()
@@ -213,13 +225,7 @@ class CellRecorder:
         notes: list[str] = []
         pending, self._to_analyze = self._to_analyze, []
         for artifacts, module in pending:
-            if module.module_proto is not None:  # lean: the text is printed from the session's proto
-                module.ensure_text()
-                artifacts.hlo_after = module.hlo_after
-                notes.extend(analyze(artifacts, None, self.cells, proto_after=module.module_proto,
-                                     allocations=module.allocations))
-            else:
-                notes.extend(analyze(artifacts, module.proto_before, self.cells))
+            notes.extend(analyze_module(artifacts, module, self.cells))
         if self._paired or any(s.cache == "miss" for s in self.capture.steps):
             earlier = [c for c in self.earlier if c is not self.capture]  # (the history holds this run by now)
             joins.explain_recompiles(self.capture.steps, joins.previous_runs(self.capture, earlier, self.named),
@@ -247,21 +253,37 @@ class CellRecorder:
             programs, graph_of = lean_modules.programs(recorded, first, len(executions)), lean_modules.graph_of
         paired = joins.pair_lean(compiles, self._hook.records, executions, delta.samples["compile"],
                                  known, self.capture.graph_name, programs, graph_of)
-        misses = [p for p in paired if p.miss]
-        if len(modules) == len(misses):
-            for n, p in enumerate(misses):
-                p.module = n
-                graph_of[modules[n].number] = p.event.graph_hash
-        elif misses:
-            self.capture.notes.append(
-                f"lean capture: the profiler session brought {len(modules)} new modules for the cell's "
-                f"{len(misses)} compiles, so the compiled modules could not be told apart; the steps have no HLO.")
+        self._pair_modules(paired, programs, modules, graph_of)
         self._join(paired, {}, modules)
         self.capture.lean_sites = joins.lean_sites(self.capture.steps, paired)
         if any(s.graph_hash == "unknown" for s in self.capture.steps):
             self.capture.notes.append(
                 "lean capture: some cached steps ran a graph the cell had not synced from that place before; "
                 "torch_xla's per-execution analysis, which names it, is off in lean mode, so their graph is unknown.")
+
+    def _pair_modules(self, paired, programs: list, modules: list, graph_of: dict) -> None:
+        """Each miss's module: the one its execution ran (the profile's program id), else, in order, the
+        newest modules left (a session lists every module made since the last one, e.g. a precompile
+        job's before the cell's). Modules no miss took are ``outside_modules``."""
+        by_id = {m.number: n for n, m in enumerate(modules)}
+        misses = [(p, program) for p, program in zip(paired, programs) if p.miss]
+        for p, program in misses:
+            if program in by_id:
+                p.module = by_id.pop(program)
+        left = [p for p, _ in misses if p.module is None]
+        spare = sorted(by_id.values())
+        if left and len(spare) >= len(left):
+            for p, n in zip(left, spare[len(spare) - len(left):]):
+                p.module = n
+        elif left:
+            self.capture.notes.append(
+                f"lean capture: the profiler session brought {len(spare)} new modules for {len(left)} of the "
+                "cell's compiles: those steps have no HLO.")
+        taken = {p.module for p, _ in misses if p.module is not None}
+        for p, _ in misses:
+            if p.module is not None:
+                graph_of[modules[p.module].number] = p.event.graph_hash
+        self.outside_modules = [m for n, m in enumerate(modules) if n not in taken]
 
     def _steps_from_events(self, events, irs, modules) -> None:
         """The joined steps, with each graph's text stored once and each new compile queued for analysis."""

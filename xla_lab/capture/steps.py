@@ -110,7 +110,7 @@ def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], execution
     implicit one (a loop repeats itself), the cell's earlier runs' places in ``known``; else
     ``"unknown"``. An implicit hit has no frames of its own: it takes those of the step that last synced
     at its place."""
-    synced = [r for r in explicit if r.executed]
+    synced = sorted((r for r in explicit if r.executed), key=lambda r: r.enter)
     compiles_left = list(compiles)
     ends = [c.end for c in compile_samples]
     programs = programs if programs is not None else [None] * len(executions)
@@ -150,12 +150,15 @@ def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], execution
             if program is not None:
                 graph_of[program] = event.graph_hash
         else:
-            graph = graph_of.get(program) if program is not None else None
             if ran is not None:
                 graph = ran.graph_hash
-            elif record is None:
+            elif program is not None:  # (a module this kernel never paired with a graph: not the place's)
+                graph = graph_of.get(program, "unknown")
+            else:
+                graph = site_graph.get(site, "unknown")
+            if ran is None and record is None:
                 frames = site_frames.get(site, [])
-            event = SyncEvent("execute", "", graph_name, graph or site_graph.get(site, "unknown"), frames=frames)
+            event = SyncEvent("execute", "", graph_name, graph, frames=frames)
         site_graph[site] = event.graph_hash
         site_frames[site] = event.frames
         if record is not None:

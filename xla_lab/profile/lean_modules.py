@@ -11,6 +11,7 @@ is new once, in the order XLA made it.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from xla_lab.capture.dumps import CompiledModule
@@ -46,30 +47,27 @@ def hlo_protos(data: bytes) -> list[tuple[str, int | None, bytes]]:
 
 def executed_programs(data: bytes) -> list[int | None]:
     """The program (module unique id) of each execution a session recorded, in the order they were
-    dispatched: torch_xla's dispatch event spans the execution on the CPU client, and every kernel XLA
-    runs carries its ``program_id``; executions on one device run one at a time."""
+    dispatched: the program id of the first kernel XLA ran after torch_xla's dispatch event began (every
+    kernel event carries its ``program_id``; a dispatch may return before its kernels run). Executions on
+    a device run one at a time, so that kernel is the execution's, unless the one before was still
+    running when it was dispatched: then it is the same graph in a loop, mostly."""
     planes = read_space(data, frozenset(DISPATCH), with_stat="program_id", stats=frozenset({"program_id"}))
     dispatches, kernels = [], []
     for plane in planes:
         for line in plane.lines:
             for ev in line.events:
                 if ev.name in DISPATCH:
-                    dispatches.append((ev.start_ns, ev.end_ns))
+                    dispatches.append(ev.start_ns)
                 elif isinstance(ev.stats.get("program_id"), int):
                     kernels.append((ev.start_ns, ev.stats["program_id"]))
     dispatches.sort()
     kernels.sort()
+    starts = [k[0] for k in kernels]
     out: list[int | None] = []
-    i = 0
-    for start, end in dispatches:
-        while i < len(kernels) and kernels[i][0] < start:
-            i += 1
-        ids = {}
-        j = i
-        while j < len(kernels) and kernels[j][0] <= end:
-            ids[kernels[j][1]] = ids.get(kernels[j][1], 0) + 1
-            j += 1
-        out.append(max(ids, key=ids.get) if ids else None)
+    for n, start in enumerate(dispatches):
+        i = bisect.bisect_left(starts, start)
+        following = dispatches[n + 1] if n + 1 < len(dispatches) else None
+        out.append(kernels[i][1] if i < len(kernels) and (following is None or kernels[i][0] < following) else None)
     return out
 
 
