@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 ON_FOUR_DEVICES = '''
 import json, os, re
@@ -13,6 +15,7 @@ os.environ["CPU_NUM_DEVICES"] = "4"
 from IPython.testing.globalipapp import start_ipython
 ip = start_ipython()
 ip.run_line_magic("load_ext", "xla_lab")
+ip.run_line_magic("xla", "mode {mode}")
 assert ip.run_cell("""
 import numpy as np, torch, torch_xla
 import torch_xla.runtime as xr
@@ -23,10 +26,11 @@ dev = torch_xla.device()
 '''
 
 
-def _on_four_devices(script: str) -> dict:
+def _on_four_devices(script: str, mode: str = "full") -> dict:
     """Run ``script`` (indented as it likes) after an SPMD set-up on 4 simulated CPU devices, in a
-    process of its own; returns the JSON it printed after "RESULT "."""
-    proc = subprocess.run([sys.executable, "-c", ON_FOUR_DEVICES + textwrap.dedent(script)],
+    process of its own, in capture ``mode``; returns the JSON it printed after "RESULT "."""
+    prefix = ON_FOUR_DEVICES.replace("{mode}", mode)
+    proc = subprocess.run([sys.executable, "-c", prefix + textwrap.dedent(script)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.split("RESULT ", 1)[1].splitlines()[0])
@@ -117,8 +121,11 @@ def _bytes(shape: str) -> int:
     return n * size[m[1]]
 
 
-def test_data_parallel_and_2d_sharded_steps_show_collectives_layouts_and_lines():
-    result = _on_four_devices(SPMD_VIEWS)
+@pytest.mark.parametrize("mode", ["full", "lean"])
+def test_data_parallel_and_2d_sharded_steps_show_collectives_layouts_and_lines(mode):
+    """In lean capture too: the optimized module's parameters keep their shardings and one device's
+    shape, so the layouts (whole shapes, blocks, devices) are read from it."""
+    result = _on_four_devices(SPMD_VIEWS, mode)
     for name, case in result.items():
         spmd = case["spmd"]
         assert spmd["devices"] == 4 and spmd["memory_per_device"]

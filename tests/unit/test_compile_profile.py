@@ -121,3 +121,20 @@ def test_a_damaged_profile_is_not_shown_rather_than_failing_a_view():
         target[path[-1]] = junk
         assert not well_formed(bad), path
     assert not well_formed(None) and not well_formed([p])
+
+
+def test_a_long_full_capture_compile_says_what_the_dump_cost_and_that_lean_capture_exists():
+    from xla_lab.capture.records import CellCapture, GraphArtifacts, StepRecord
+    from xla_lab.profile.compile_advice import LONG_COMPILE_S, advise
+
+    def capture(seconds: float, lean: bool, files: int | None) -> CellCapture:
+        art = GraphArtifacts("h", "cell_3", lean=lean, dump_files=files, dump_bytes=(files or 0) * 10_000)
+        step = StepRecord(0, "cell_3", "h", "miss", "torch_xla.sync()", artifacts=art)
+        step.timings["compile_s"] = seconds
+        return CellCapture(cell_id="c", execution_count=3, source="x", started_at=0.0, steps=[step])
+
+    (advice,) = [a for a in advise(capture(LONG_COMPILE_S + 1, False, 2070)) if a["kind"] == "dump_cost"]
+    assert "2,070 files" in advice["text"] and "%xla mode lean" in advice["text"]
+    assert advice["evidence"] == {"compile_s": LONG_COMPILE_S + 1, "dump_files": 2070, "dump_bytes": 20_700_000}
+    for quiet in (capture(LONG_COMPILE_S - 1, False, 2070), capture(LONG_COMPILE_S + 1, True, None)):
+        assert not [a for a in advise(quiet) if a["kind"] == "dump_cost"]

@@ -38,6 +38,10 @@ class CompiledModule:
     # recorded it, its unique id, and its buffer allocations; the text is printed from it when analysed.
     module_proto: bytes | None = None
     allocations: list | None = None
+    # Full capture: the files XLA's CPU compiler wrote beside the HLO for this module (LLVM IR, MLIR,
+    # object files; deleted unread): what the dump cost the compile, in files and bytes
+    dump_files: int = 0
+    dump_bytes: int = 0
 
     @property
     def label(self) -> str:
@@ -78,6 +82,7 @@ class DumpDirectory:
         if not self.path.is_dir():
             return []
         modules: dict[int, CompiledModule] = {}
+        other: dict[int, list[int]] = {}  # module -> sizes of its non-HLO files
         for entry in self.path.iterdir():
             m = _NAME.match(entry.name)
             if m:
@@ -88,6 +93,16 @@ class DumpDirectory:
                 attr = _kind(m["kind"])
                 value = entry.read_bytes() if attr.startswith("proto") else entry.read_text(errors="replace")
                 setattr(mod, attr, value)
+            else:
+                found = _MODULE.match(entry.name)
+                if found and int(found["num"]) not in self._seen:
+                    try:
+                        other.setdefault(int(found["num"]), []).append(entry.stat().st_size)
+                    except OSError:
+                        pass
+        for num, mod in modules.items():
+            sizes = other.get(num, [])
+            mod.dump_files, mod.dump_bytes = len(sizes), sum(sizes)
         self._seen.update(modules)
         self.prune()
         return [modules[n] for n in sorted(modules)]

@@ -92,6 +92,10 @@ class GraphArtifacts:
     # a sentence saying so, ``ir_text``, ``node_info`` and ``large_constants`` are None, ``signature``
     # is read from the optimized module).
     lean: bool = False
+    # Full capture: the files XLA's CPU compiler wrote for this compile besides the HLO (LLVM IR, MLIR,
+    # object files, deleted unread): the dump's cost, which lean capture does not pay
+    dump_files: int | None = None
+    dump_bytes: int | None = None
 
     @property
     def ir_nodes(self) -> int | None:

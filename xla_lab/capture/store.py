@@ -61,6 +61,8 @@ class ArtifactStore:
         art.memory_report = module.memory_report
         art.buffer_assignment = module.buffer_assignment
         art.dump_module = module.label
+        if module.module_proto is None:  # (a dump's: lean capture writes none)
+            art.dump_files, art.dump_bytes = module.dump_files, module.dump_bytes
         art.compiled_in = execution_count
         if art.graph_name is None:
             art.graph_name = module.graph_name

@@ -143,10 +143,12 @@ class ShardedTensor:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
-def sharded_tensors(module: HloModule, lines_of=None) -> list[ShardedTensor]:
+def sharded_tensors(module: HloModule, lines_of=None, partitioned: bool = False) -> list[ShardedTensor]:
     """The entry parameters and ``Sharding`` annotations of a pre-optimization module, with their
     layout (tensors that are not split, e.g. replicated ones, are listed too: they cost memory on
-    every device)."""
+    every device). ``partitioned``: the module is the optimized one, whose parameters have one
+    device's shape and keep their sharding: the whole tensor's shape is that times the tiles (lean
+    capture, which has no module before optimization)."""
     out = []
     for ins in module.entry.instructions:
         text = ins.attributes.get("sharding")
@@ -158,13 +160,17 @@ def sharded_tensors(module: HloModule, lines_of=None) -> list[ShardedTensor]:
             role = "annotation"
         else:
             continue
-        out.append(describe_tensor(ins, text, role, lines_of))
+        out.append(describe_tensor(ins, text, role, lines_of, partitioned))
     return out
 
 
-def describe_tensor(ins: Instruction, text: str, role: str, lines_of=None) -> ShardedTensor:
+def describe_tensor(ins: Instruction, text: str, role: str, lines_of=None, partitioned: bool = False) -> ShardedTensor:
     sharding = parse_sharding(text)
     dims = list(ins.shape.dims) if isinstance(ins.shape, Shape) and not ins.shape.is_tuple else []
+    whole = str(ins.shape)
+    if partitioned and sharding.kind == "tiled" and len(sharding.tiles) == len(dims):
+        dims = [d * t for d, t in zip(dims, sharding.tiles)]
+        whole = f"{ins.shape.dtype}[{','.join(map(str, dims))}]"
     blocks = []
     per_device = dims
     if sharding.kind == "tiled" and len(sharding.tiles) == len(dims):
@@ -173,7 +179,7 @@ def describe_tensor(ins: Instruction, text: str, role: str, lines_of=None) -> Sh
                            "devices": devices})
         per_device = [-(-d // t) for d, t in zip(dims, sharding.tiles)]
     dtype = ins.shape.dtype if isinstance(ins.shape, Shape) else ""
-    return ShardedTensor(ins.name, role, str(ins.shape), text, sharding.describe(),
+    return ShardedTensor(ins.name, role, whole, text, sharding.describe(),
                          f"{dtype}[{','.join(map(str, per_device))}]", blocks,
                          lines_of(ins) if lines_of else [])
 
@@ -223,11 +229,23 @@ def _groups(ins: Instruction) -> list[list[int]]:
     return [[int(x) for x in g.split(",") if x.strip()] for g in re.findall(r"\{([\d,\s]*)\}", text)]
 
 
+_DEVICE_LIST = re.compile(r"devices=\[[\d,]+\]([\d,]+)")
+
+
 def num_partitions(module: HloModule) -> int:
+    """The devices a module is partitioned over: its header's ``num_partitions``; a module printed from
+    a proto (lean capture) has no header config, so the largest device its shardings name, plus one."""
     try:
-        return int(module.attributes.get("num_partitions", "1"))
+        if "num_partitions" in module.attributes:
+            return int(module.attributes["num_partitions"])
     except ValueError:
         return 1
+    most = -1
+    for ins in module.entry.instructions:
+        found = _DEVICE_LIST.search(ins.attributes.get("sharding", "") or "")
+        if found:
+            most = max([most] + [int(d) for d in found[1].split(",") if d])
+    return most + 1 if most >= 1 else 1
 
 
 def spmd_summary(before: HloModule | None, after: HloModule | None, kernels: list[dict] | None,
@@ -236,8 +254,11 @@ def spmd_summary(before: HloModule | None, after: HloModule | None, kernels: lis
     layout, and each collective with its payload, groups and the cell lines that caused it (those of
     its kernel in the fusion map). None for a graph that is neither partitioned nor annotated."""
     devices = num_partitions(after) if after is not None else 1
-    tensors = sharded_tensors(before, (lambda ins: [x for x in [line_of(ins)] if x]) if line_of else None) \
-        if before is not None else []
+    lines = (lambda ins: [x for x in [line_of(ins)] if x]) if line_of else None
+    if before is not None:
+        tensors = sharded_tensors(before, lines)
+    else:  # (lean capture: the optimized module's parameters keep their shardings)
+        tensors = sharded_tensors(after, lines, partitioned=True) if after is not None and devices > 1 else []
     if devices <= 1 and not any(t.blocks for t in tensors):
         return None
     by_kernel = {k["name"]: k for k in kernels or []}

@@ -126,7 +126,8 @@ def _compiled_step(profile: dict, candidates: list):
 
 def _store(step, profile: dict) -> None:
     art = step.artifacts
-    profile["counts"] = {"hlo_before": instruction_count(art.hlo_before), "hlo_after": instruction_count(art.hlo_after),
+    profile["counts"] = {"hlo_before": None if art.lean else instruction_count(art.hlo_before),
+                         "hlo_after": instruction_count(art.hlo_after),
                          "kernels": len(art.fusions) if art.fusions is not None else None,
                          "functions": (profile.get("codegen") or {}).get("functions")}
     profile["step"] = step.index

@@ -11,6 +11,8 @@ layer stacks found in the notebook (``precompile/scan_whatif.py``) in, JSON-read
 - Many graphs cut by value reads: each read cuts the step into another graph to compile.
 - One line that holds most of the kernel compile time with many kernels: a Python loop unrolled
   into the graph.
+- A long compile under full capture: XLA's dump (LLVM IR, MLIR and an object file per kernel, which
+  full capture cannot narrow) is written during the compile; lean capture does not write it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from .compile_breakdown import compile_views
 LAYER_SHARE = 0.25  # a stack's lines hold at least this share of a compile's kernel compile time
 HEAVY_LINE_SHARE = 0.4
 HEAVY_LINE_KERNELS = 10
+LONG_COMPILE_S = 20.0  # a full-capture compile this long is told what the dump cost and that lean capture exists
+# Full capture's compile time over plain torch_xla's, as benchmarks/bench_capture_overhead.py measured it
+# here (README: "Capture modes"); lean capture's was 0.96-1.03
+DUMP_SLOWDOWN = "1.1-1.4x"
 
 
 def _s(seconds: float) -> str:
@@ -50,6 +56,27 @@ def advise(capture, stacks: list[dict] = ()) -> list[dict]:
             })
     out.extend(_shape_recompiles(capture))
     out.extend(_small_graphs(capture))
+    out.extend(_dump_cost(capture))
+    return out
+
+
+def _dump_cost(capture) -> list[dict]:
+    """Full capture's long compiles: what XLA's dump wrote during each, and that lean capture exists."""
+    out = []
+    for step in capture.steps:
+        art = step.artifacts
+        seconds = step.timings.get("compile_s") or 0.0
+        if step.cache != "miss" or art is None or art.lean or not art.dump_files or seconds < LONG_COMPILE_S:
+            continue
+        out.append({
+            "kind": "dump_cost", "graph_hash": art.graph_hash, "line": None, "compiled_in": capture.execution_count,
+            "evidence": {"compile_s": seconds, "dump_files": art.dump_files, "dump_bytes": art.dump_bytes},
+            "text": (f"full capture: XLA's dump wrote {art.dump_files:,} files ({art.dump_bytes / 2**20:.0f} MiB of LLVM IR, "
+                     f"MLIR and object code) during this {_s(seconds)} compile; with it, compiles took {DUMP_SLOWDOWN} "
+                     "as long as plain torch_xla's in xla_lab's benchmark. Lean capture writes no dump and keeps the "
+                     "kernels, lines, memory, optimized HLO and this compile profile (not the graph before "
+                     "optimization): `%xla mode lean` first thing in a fresh kernel, or XLA_LAB_CAPTURE=lean"),
+        })
     return out
 
 
