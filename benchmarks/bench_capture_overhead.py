@@ -1,25 +1,28 @@
-"""What capture costs, measured side by side in one run (this machine is shared and noisy).
+"""What capture costs, measured side by side in one run (this machine is shared and noisy), in both
+capture modes (README: "Capture modes").
 
-(a) Steady state: a cached 200-step Adam train loop under ``%%xla`` vs the same loop in plain
-    torch_xla (no xla_lab at all), both in an IPython shell as a notebook runs them. Each pair of live
-    processes, set up and warmed once, takes turns loop by loop (plain, %%xla, %%xla, plain, ...), so
-    drift of the machine hits both alike; five pairs of processes, so one process's luck (its
-    layout in memory) does not decide. The ratio is the median of the adjacent loops' ratios, printed
-    with their middle half and spread, and the same in CPU time (which the machine's other tenants
-    do not take).
-                                                                            goal ratio <= 1.03
-      a2. the same with ``%%xla --track-lines always`` (source lines recorded on every traced op
-          instead of pausing once the loop hits the cache: what the default saves)
+(a) Steady state: cached loops under ``%%xla`` in full capture and in lean capture vs the same loops in
+    plain torch_xla (no xla_lab at all), each in an IPython shell as a notebook runs them. A group of
+    three live processes (plain, full, lean), set up and warmed once, takes turns loop by loop (who
+    goes first turns round), so drift of the machine hits all alike; five groups, so one process's luck
+    (its layout in memory) does not decide. Each ratio is the median of the adjacent loops' ratios,
+    printed with their middle half and spread, and the same in CPU time (which the machine's other
+    tenants do not take). Two loops: a 200-step Adam loop at about 9 ms a step (goal: full <= 1.03,
+    lean <= 1.02) and a 600-step SGD-momentum loop at about 3 ms a step (goal: lean <= 1.02; full
+    printed beside it).
+      a2. full capture with ``--track-lines always`` (source lines recorded on every traced op instead
+          of pausing once the loop hits the cache: what the default saves)
       a3. the fixed cost per sync: a one-op graph synced 1000 times a turn, the same way
 (b) Compile path: the first two train steps (two compiles) of a 2-layer TransformerEncoder in fresh
-    processes, interleaved: plain torch_xla, ``%%xla``, and plain torch_xla with only XLA's dump
-    flags, or only the source-line metadata xla_lab turns on, to show where the cost is. XLA's
-    CompileTime and the wall time of the cell (xla_lab reading the dumps included), medians with
-    the spread of the per-repeat ratios.                                    goal ratio <= 1.05
-    The same for a 12-layer model's compile (plain and %%xla only; ``--big-layers 0`` skips it).
+    processes, interleaved: plain torch_xla, ``%%xla`` in full and in lean capture, and plain torch_xla
+    with only XLA's dump flags, or only the source-line metadata xla_lab turns on, to show where the
+    cost is. XLA's CompileTime and the wall time of the (quiet) cell, medians with the spread of the
+    per-round ratios (goal: lean <= 1.03); then the time the capture's analysis took after the cell
+    (``Session.defer``: the next execution or view waits for it). The same for a 12-layer model's
+    compile (plain, full and lean; ``--big-layers 0`` skips it).
 
     python benchmarks/bench_capture_overhead.py [--pairs 5] [--rounds 6] [--always-rounds 2] [--steps 200]
-                                                [--repeats 3] [--big-layers 12]
+                                                [--repeats 3] [--big-layers 12] [--skip-steady]
 """
 
 from __future__ import annotations

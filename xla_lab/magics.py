@@ -59,7 +59,8 @@ class XlaMagics(Magics):
 
         As a line magic: ``%xla status`` (device, runtime, dump directory, what is on),
         ``%xla history``, ``%xla show [N]`` (capture N of the history, default the last),
-        ``%xla clear``, ``%xla report FILE.html`` (one self-contained HTML page of every capture),
+        ``%xla clear``, ``%xla mode [full|lean]`` (the capture mode: lean writes no XLA dump, for
+        near-plain compiles; chosen before the first device use), ``%xla report FILE.html`` (one self-contained HTML page of every capture),
         ``%xla queue`` (the precompile queue: ``status``, ``pause``, ``resume``, ``clear``, ``run``
         to run the pending jobs now, ``add STEP x=8x256 y=8x256`` to queue a variant of a marked step),
         ``%xla save full|summary`` (what notebooks keep of later ``%%xla`` outputs: every view, or a

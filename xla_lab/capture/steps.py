@@ -118,6 +118,7 @@ def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], execution
     claimed: set[int] = set()
     site_graph = dict(known or {})
     site_frames: dict[tuple, list[Frame]] = {}
+    interned: dict[tuple, list[Frame]] = {}
     since_explicit = 0
     out = []
     for ex, program in zip(executions, programs):
@@ -132,6 +133,8 @@ def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], execution
                     record = synced[i]
                 break
         frames = (record.frames or []) if record is not None else []
+        if frames:  # one list per place: the steps of a loop share it, and their cause is worked out once
+            frames = interned.setdefault(tuple((f.function, f.file, f.line) for f in frames), frames)
         ran = record if record is not None and record.graph_hash is not None else None
         if ran is not None:  # torch.compile ran a graph it names: not a sync
             record = None
