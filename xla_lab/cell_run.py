@@ -110,20 +110,7 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
                                       "before it sees an interrupt)")
         if watch is not None:
             watch.stop()
-        # the sessions end first (once the cell's graphs have run): in lean capture they bring the modules
-        # the cell compiled, and which module each execution ran
-        recorder.wait_for_device()
-        profile_data = _stop_profiler(recorder, profiler)
-        chunks = window.stop() if window is not None else []
-        modules = lean = None
-        if session.lean:
-            recorded = ([(profile_data, profiler.executions_at_start)] if profile_data else []) + \
-                list(zip(chunks, window.opened_at if window is not None else []))
-            modules = session.lean_modules.new([data for data, _ in recorded], recorder.capture.notes)
-            lean = (session.lean_modules, recorded)
-        capture = recorder.finish(error, modules=modules, lean=lean)
-        if session.lean:
-            session.adopt_lean_modules(recorder.outside_modules)
+        capture = recorder.end(error)  # (waits for the cell's graphs to run)
         _attach_launches(session, recorder, capture)
         if recorder.device_error is not None:  # a graph of the cell failed while running
             repair_and_note_lost_tensors(shell, recorder.device_error, capture)
@@ -136,6 +123,20 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         session.add(capture)
 
         def complete():  # what the cell's end need not wait for (Session.defer)
+            # The profiler sessions end here: ending one converts every event it recorded (a second for a
+            # large model's step), and nothing runs on the device before this is done. In lean capture
+            # they bring the modules the cell compiled, and which module each execution ran.
+            profile_data = _stop_profiler(recorder, profiler)
+            chunks = window.stop() if window is not None else []
+            modules = lean = None
+            if session.lean:
+                recorded = ([(profile_data, profiler.executions_at_start)] if profile_data else []) + \
+                    list(zip(chunks, window.opened_at if window is not None else []))
+                modules = session.lean_modules.new([data for data, _ in recorded], capture.notes)
+                lean = (session.lean_modules, recorded)
+            recorder.build(modules, lean)
+            if session.lean:
+                session.adopt_lean_modules(recorder.outside_modules)
             capture.notes.extend(recorder.complete())
             if profiler is not None:
                 _attach_profile(session, capture, profiler, profile_data)

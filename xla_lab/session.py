@@ -46,6 +46,7 @@ class Session:
         self._lean_pending: list = []  # lean: compiles outside cells still waiting for their module
         self._history: list[CellCapture] = []
         self._completing: threading.Thread | None = None  # the last capture's completion (defer())
+        self._needed = threading.Event()  # set when something waits for it (settle())
         # Oldest captures are dropped past this many (XLA_LAB_MAX_HISTORY, default 1000; 0 = keep all):
         # a capture is a few KB without its graphs, but a day of cells adds up.
         self.max_history = settings.current().max_history
@@ -75,8 +76,13 @@ class Session:
         waiting for it. Whatever reads captures, and every next execution, waits for it first (``settle``).
         Runs after the previous capture's work, in order; its failure is a note on the capture."""
         previous = self._completing
+        self._needed = needed = threading.Event()
 
         def run():
+            # Part of the work holds the interpreter in C++ (ending a profiler session, printing a module):
+            # starting it at once would hold up the end of the cell itself (IPython's events, the kernel's
+            # reply), so it starts a moment later, or as soon as something needs it (settle).
+            needed.wait(DEFER_DELAY_S)
             if previous is not None:
                 previous.join()
             try:
@@ -93,6 +99,7 @@ class Session:
         thread = self._completing
         if thread is None or thread is threading.current_thread():
             return
+        self._needed.set()
         thread.join()
         if self._completing is thread:
             self._completing = None
@@ -209,6 +216,9 @@ class Session:
         self._history.clear()
         self._profiles.clear()
         self.store.clear()
+
+
+DEFER_DELAY_S = 0.1  # how long a capture's deferred work lets the cell's own end go first
 
 
 def _live_modules() -> bytes:

@@ -58,7 +58,9 @@ class CellRecorder:
         self._hook = SyncHook(str(runtime.debug_file), self._tracking, frames=self.lean, cell_file=cell_file)
         self._to_analyze: list[tuple] = []  # (artifacts, module) of graphs to analyse in complete()
         self.outside_modules: list = []
-        self._waited = False  # lean: modules of compiles outside the cell (e.g. precompile jobs)
+        self._waited = False
+        self._ended = None  # (the logs' text, the metrics delta), from end() for build()
+        self._lean = None  # lean: modules of compiles outside the cell (e.g. precompile jobs)
         self._paired: list[joins.Paired] = []
         self._before: MetricsSnapshot | None = None
         self._previous_graph_name: str | None = None
@@ -129,15 +131,15 @@ class CellRecorder:
             self.capture.notes.append(f"XLA failed while running a graph: {exc}")
 
     def finish(self, error: BaseException | None = None, modules: list | None = None, lean=None) -> CellCapture:
-        """Wait for the device, read every source, build the steps and their timings. Never raises for
-        capture problems: they become notes on the capture. What takes time and is not needed before
-        the cell ends (analysing new graphs, recompile reasons) is left for ``complete()``.
-        ``modules``: lean capture's compiled modules (``profile/lean_modules.py``), in place of the dump's;
-        ``lean``: (its ``LeanModules``, [(session bytes, executions counted when it opened)]), to tell which
-        module each execution ran."""
-        self._lean = lean
+        """``end`` then ``build``: the capture with its steps."""
+        self.end(error)
+        return self.build(modules, lean)
+
+    def end(self, error: BaseException | None = None) -> CellCapture:
+        """What must happen when the cell ends: wait for the device, take the hook off, read the
+        metrics and the logs, note the error. Never raises for capture problems: they become notes.
+        The capture has no steps until ``build``."""
         import torch_xla
-        import torch_xla.core.xla_model as xm
 
         try:
             self.wait_for_device()
@@ -148,20 +150,38 @@ class CellRecorder:
             after = MetricsSnapshot()
             torch_xla._XLAC._set_current_graph_name(self._previous_graph_name or "")
             delta = MetricsDelta(self._before, after)
-            events = parse_debug_log(self._sync_log.read_and_reset())
-            irs = parse_ir_log(self._ir_log.read_and_reset()) if self.runtime.ir_log else []
-            if modules is None:
-                modules = self.dumps.collect()
+            logs = (self._sync_log.read_and_reset(), self._ir_log.read_and_reset() if self.runtime.ir_log else "")
             self.capture.wall_s = end - self._t0
             self.capture.metrics = delta.as_dict()
             self.capture.fallback_ops = dict(delta.fallbacks)
             error = error if error is not None else self.device_error
             if error is not None:
                 self.capture.error = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-            self._build_steps(events, irs, modules, delta)
+            self._ended = (logs, delta)
         except Exception as exc:  # capture must never take the user's cell down
             self._hook.uninstall()
             self._tracking.stop()
+            self.capture.notes.append(f"capture failed: {type(exc).__name__}: {exc}")
+        return self.capture
+
+    def build(self, modules: list | None = None, lean=None) -> CellCapture:
+        """The steps and their timings, from what ``end`` read (it need not run before the cell ends).
+        ``modules``: lean capture's compiled modules (``profile/lean_modules.py``), in place of the dump's;
+        ``lean``: (its ``LeanModules``, [(session bytes, executions counted when it opened)]), to tell which
+        module each execution ran. What takes longer (analysing new graphs, recompile reasons) is left
+        for ``complete()``."""
+        self._lean = lean
+        if self._ended is None:
+            return self.capture
+        (sync_text, ir_text), delta = self._ended
+        self._ended = None
+        try:
+            events = parse_debug_log(sync_text)
+            irs = parse_ir_log(ir_text) if self.runtime.ir_log else []
+            if modules is None:
+                modules = self.dumps.collect()
+            self._build_steps(events, irs, modules, delta)
+        except Exception as exc:  # capture must never take the user's cell down
             self.capture.notes.append(f"capture failed: {type(exc).__name__}: {exc}")
         return self.capture
 

@@ -408,6 +408,9 @@ class PrecompileQueue:
         from xla_lab.capture.metrics import MetricsDelta, MetricsSnapshot
 
         variant = job.variant
+        # what ran before (the last cell's deferred capture work, whose profiler session must not record
+        # the job, and plain cells' compiles) is put away first
+        self.absorb()
         rng = RngState.save()
         before = MetricsSnapshot()
         graph_name = torch_xla._XLAC._get_current_graph_name()
