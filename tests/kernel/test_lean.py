@@ -69,7 +69,7 @@ def test_graphs_kernels_and_memory_are_full_captures(runs, name):
     for graph_hash, art in lean.items():
         ref = full[graph_hash]
         assert art["lean"] and not ref["lean"]
-        assert ref["dump_files"] > 100 and ref["dump_bytes"] > 0 and art["dump_files"] is None  # (what lean saves)
+        assert ref["dump_files"] > 0 and ref["dump_bytes"] > 0 and art["dump_files"] is None  # (what lean saves)
         assert [(k["name"], k["kind"]) for k in art["fusions"]] == [(k["name"], k["kind"]) for k in ref["fusions"]]
         memory = {k: v for k, v in art["memory"].items() if k != "largest"}
         assert memory == {k: v for k, v in ref["memory"].items() if k != "largest"}

@@ -168,3 +168,15 @@ def test_the_end_of_cell_sync_is_its_own_place():
                              [_ex(1.01)], [Sample(end=1.0, seconds=0.2)])
     steps = joins.steps_of(paired, CELL, [""] * 9)
     assert steps[0].sync_cause == "end of cell" and steps[0].graph_hash == "tail" and steps[0].cache == "miss"
+
+
+def test_a_torch_compile_run_that_syncs_its_inputs_first_is_two_steps():
+    """``_run_cached_graph`` may first run the pending work its inputs need (another graph): the call's
+    last execution is the named graph, the one before it the inputs' (named by its program)."""
+    run = joins.ExplicitSync(enter=1.0, exit=1.2, executed=True, graph_hash="bwd",
+                             frames=[Frame("optimized_mod", "/x/site-packages/torch_xla/_dynamo/dynamo_bridge.py", 5)]
+                             + _frames(3))
+    paired = joins.pair_lean([], [run], [_ex(1.01, 0.001), _ex(1.1)], [], programs=[7, 8], graph_of={7: "inputs"})
+    assert [(p.event.graph_hash, p.explicit) for p in paired] == [("inputs", None), ("bwd", None)]
+    steps = joins.steps_of(paired, CELL, ["", "", "out = model(x)"])
+    assert all(s.sync_cause.startswith("torch.compile(backend=\"openxla\") ran its compiled") for s in steps)

@@ -115,29 +115,21 @@ def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], execution
     ends = [c.end for c in compile_samples]
     programs = programs if programs is not None else [None] * len(executions)
     graph_of = graph_of if graph_of is not None else {}
-    claimed: set[int] = set()
+    owners = _owners(synced, executions)
     site_graph = dict(known or {})
     site_frames: dict[tuple, list[Frame]] = {}
     interned: dict[tuple, list[Frame]] = {}
     since_explicit = 0
     out = []
-    for ex, program in zip(executions, programs):
+    for ex, program, (how, owner) in zip(executions, programs, owners):
         miss = bool(ends) and ends[0] <= ex.start + 1e-3
         if miss:
             ends.pop(0)
-        record = None
-        for i in range(len(synced) - 1, -1, -1):
-            if synced[i].enter <= ex.start + 1e-4:
-                if i not in claimed:
-                    claimed.add(i)
-                    record = synced[i]
-                break
-        frames = (record.frames or []) if record is not None else []
+        record = owner if how == "sync" else None
+        ran = owner if how == "ran" else None  # torch.compile ran a graph it names: not a sync
+        frames = (owner.frames or []) if owner is not None else []
         if frames:  # one list per place: the steps of a loop share it, and their cause is worked out once
             frames = interned.setdefault(tuple((f.function, f.file, f.line) for f in frames), frames)
-        ran = record if record is not None and record.graph_hash is not None else None
-        if ran is not None:  # torch.compile ran a graph it names: not a sync
-            record = None
         if record is None:  # (by its place in the loop's iteration: the first one starts with the cell)
             site = ("after", since_explicit)
             since_explicit += 1
@@ -159,7 +151,7 @@ def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], execution
                 graph = graph_of.get(program, "unknown")
             else:
                 graph = site_graph.get(site, "unknown")
-            if ran is None and record is None:
+            if owner is None:
                 frames = site_frames.get(site, [])
             event = SyncEvent("execute", "", graph_name, graph, frames=frames)
         site_graph[site] = event.graph_hash
@@ -168,6 +160,31 @@ def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], execution
             since_explicit = 0
         out.append(Paired(event, compiled, None, record))
     return out
+
+
+def _owners(records: list[ExplicitSync], executions: list[Sample]) -> list[tuple[str | None, ExplicitSync | None]]:
+    """Whose each execution is: ``("ran", r)``: the graph torch.compile ran through
+    ``_run_cached_graph`` (the last execution inside the call: it may sync pending inputs first, those
+    are ``("inside", r)``); ``("sync", r)``: an explicit sync's (the first execution after the latest sync
+    entered before it, once); ``(None, None)``: an implicit sync's."""
+    owners: list[tuple[str | None, ExplicitSync | None]] = [(None, None)] * len(executions)
+    for r in (r for r in records if r.graph_hash is not None):
+        inside = [i for i, ex in enumerate(executions)
+                  if owners[i][0] is None and r.enter - 1e-4 <= ex.start <= max(r.exit, r.enter) + 1e-4]
+        for i in inside:
+            owners[i] = ("ran" if i == inside[-1] else "inside", r)
+    syncs = [r for r in records if r.graph_hash is None]
+    claimed: set[int] = set()
+    for i, ex in enumerate(executions):
+        if owners[i][0] is not None:
+            continue
+        for j in range(len(syncs) - 1, -1, -1):
+            if syncs[j].enter <= ex.start + 1e-4:
+                if j not in claimed:
+                    claimed.add(j)
+                    owners[i] = ("sync", syncs[j])
+                break
+    return owners
 
 
 def _site(record: ExplicitSync, frames: list[Frame]) -> tuple:
