@@ -76,6 +76,14 @@ def main(mode: str, out_path: str, names: list[str]) -> None:
             "losses": [float(t.detach().cpu()) for t in ip.user_ns["zoo_losses"]],
             "views": _views(capture),
         }
+    decoder = next((e for e in zoo.ZOO if e.name == "decoder_only"), None)
+    if decoder is not None and (not names or decoder.name in names):  # measured time (--profile) of cached steps
+        assert ip.run_cell(f"%%xla -q --profile --name zoo_profiled\n{decoder.loop}").success
+        profile = xla_lab.last().profile or {}
+        results["_profiled"] = {"steps": len(profile.get("steps") or []),
+                                "kernels": sorted({name for g in (profile.get("graphs") or {}).values()
+                                                   for name in g["kernels"]}),
+                                "notes": xla_lab.last().notes}
     from xla_lab import session
 
     results["_runtime"] = {"mode": session.get().runtime.mode, "hlo_dump": session.get().runtime.hlo_dump,

@@ -122,6 +122,14 @@ def test_views_draw_what_lean_has_and_say_what_it_has_not(runs, name):
             assert step["recompile_reason"].endswith(LEAN_REASON)
 
 
+def test_measured_time_of_cached_steps_is_joined_to_the_same_kernels(runs):
+    """``%%xla --profile`` in lean capture: the cached steps' device time lands on the kernels of the
+    graphs lean capture recorded, as in full capture."""
+    lean, full = runs["lean"]["_profiled"], runs["full"]["_profiled"]
+    assert lean["steps"] == full["steps"] > 0
+    assert lean["kernels"] == full["kernels"] and lean["kernels"]
+
+
 def test_mode_cannot_change_once_the_runtime_started(ip, capsys):
     """Once the runtime started (here, by the line below), %xla mode lean says why it cannot, and nothing
     changes."""
