@@ -18,7 +18,8 @@ def headline(v: CompileView) -> str:
     if counts.get("hlo_before") is not None:
         sizes.append(f"{counts['hlo_before']} HLO instructions before optimization")
     if counts.get("hlo_after") is not None:
-        sizes.append(f"{counts['hlo_after']} after (fused computations included)")
+        after = "after" if sizes else "HLO instructions after optimization"  # (lean capture has no before)
+        sizes.append(f"{counts['hlo_after']} {after} (fused computations included)")
     if counts.get("kernels") is not None:
         sizes.append(f"{counts['kernels']} kernels")
     if counts.get("functions") is not None:
