@@ -18,6 +18,7 @@ from typing import Callable
 
 from .memory import Allocation
 from .proto_frames import ProtoError
+from .proto_schema import message_classes
 
 _PACKAGE = "xla_lab_hlo_proto"
 _ONE, _MANY = "optional", "repeated"
@@ -46,22 +47,7 @@ _SCHEMA = {
 
 @functools.cache
 def _classes() -> dict[str, type]:
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    kind = descriptor_pb2.FieldDescriptorProto
-    types = {_INT: kind.TYPE_INT64, _BOOL: kind.TYPE_BOOL, _BYTES: kind.TYPE_BYTES, _MSG: kind.TYPE_MESSAGE}
-    labels = {_ONE: kind.LABEL_OPTIONAL, _MANY: kind.LABEL_REPEATED}
-    file = descriptor_pb2.FileDescriptorProto(name=f"{_PACKAGE}.proto", package=_PACKAGE, syntax="proto3")
-    for name, fields in _SCHEMA.items():
-        msg = file.message_type.add(name=name)
-        for field_name, number, type_, label, type_name in fields:
-            f = msg.field.add(name=field_name, number=number, type=types[type_], label=labels[label])
-            if type_name:
-                f.type_name = f".{_PACKAGE}.{type_name}"
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{n}"))
-            for n in ("Proto", "Module")}
+    return message_classes(_PACKAGE, _SCHEMA, ("Proto", "Module"))
 
 
 def _parse(kind: str, data: bytes):

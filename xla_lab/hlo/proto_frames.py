@@ -25,6 +25,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from .proto_schema import message_classes
+
 
 class ProtoError(ValueError):
     """The bytes are not an HLO proto this reader understands."""
@@ -62,22 +64,7 @@ _SCHEMA = {
 @functools.cache
 def _message_classes() -> dict[str, type]:
     """Built on first use: protobuf is not imported until a dump is read."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    field_type = descriptor_pb2.FieldDescriptorProto
-    types = {_INT: field_type.TYPE_INT64, _BYTES: field_type.TYPE_BYTES, _MSG: field_type.TYPE_MESSAGE}
-    labels = {_ONE: field_type.LABEL_OPTIONAL, _MANY: field_type.LABEL_REPEATED}
-    file = descriptor_pb2.FileDescriptorProto(name=f"{_PACKAGE}.proto", package=_PACKAGE, syntax="proto3")
-    for name, fields in _SCHEMA.items():
-        msg = file.message_type.add(name=name)
-        for field_name, number, kind, label, type_name in fields:
-            field = msg.field.add(name=field_name, number=number, type=types[kind], label=labels[label])
-            if type_name:
-                field.type_name = f".{_PACKAGE}.{type_name}"
-    pool = descriptor_pool.DescriptorPool()  # a pool of our own: nothing clashes with other users
-    pool.Add(file)
-    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
-            for name in ("Top", "Module")}
+    return message_classes(_PACKAGE, _SCHEMA, ("Top", "Module"))
 
 
 def _parse(name: str, data: bytes):

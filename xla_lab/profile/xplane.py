@@ -23,6 +23,8 @@ import functools
 import gc
 from dataclasses import dataclass, field
 
+from xla_lab.hlo.proto_schema import message_classes
+
 
 class ProfileFormatError(ValueError):
     """The bytes are not an XSpace this reader understands."""
@@ -81,27 +83,10 @@ _VALUES = ("str_value", "bytes_value", "double_value", "int64_value", "uint64_va
 
 @functools.cache
 def _space_class() -> type:
-    """Built on first use: protobuf is not imported until a profile is read."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    kind = descriptor_pb2.FieldDescriptorProto
-    types = {_INT: kind.TYPE_INT64, _UINT: kind.TYPE_UINT64, _DOUBLE: kind.TYPE_DOUBLE,
-             _BYTES: kind.TYPE_BYTES, _MSG: kind.TYPE_MESSAGE}
-    labels = {_ONE: kind.LABEL_OPTIONAL, _MANY: kind.LABEL_REPEATED}
-    file = descriptor_pb2.FileDescriptorProto(name=f"{_PACKAGE}.proto", package=_PACKAGE, syntax="proto2")
-    for name, fields in _SCHEMA.items():
-        msg = file.message_type.add(name=name)
-        if name == "Stat":
-            msg.oneof_decl.add(name="value")  # XStat's value is a oneof: WhichOneof names the one set
-        for field_name, number, type_, label, type_name in fields:
-            f = msg.field.add(name=field_name, number=number, type=types[type_], label=labels[label])
-            if name == "Stat" and field_name in _VALUES:
-                f.oneof_index = 0
-            if type_name:
-                f.type_name = f".{_PACKAGE}.{type_name}"
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.Space"))
+    """Built on first use: protobuf is not imported until a profile is read. XStat's value is a oneof:
+    ``WhichOneof`` names the one set."""
+    return message_classes(_PACKAGE, _SCHEMA, ("Space",), syntax="proto2",
+                           oneofs={"Stat": ("value", _VALUES)})["Space"]
 
 
 def _text(raw: bytes) -> str:
