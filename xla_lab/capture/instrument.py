@@ -101,9 +101,11 @@ class SyncHook:
             record = ExplicitSync(enter=time.time(), final=hook.final_pending, fallbacks=fallback_counts())
             if with_frames:
                 record.frames = caller_frames(sys._getframe(1), cell_file)
-            size = _size(debug_file)
+            # full capture: an execution writes a block to the sync log; lean capture's log has blocks for
+            # compiles only, so torch_xla's counters tell (a cache hit counts as a cached compile)
+            size = -1 if with_frames else _size(debug_file)
             uncached = compiles("UncachedCompile")
-            cached = compiles("CachedCompile")
+            cached = compiles("CachedCompile") if with_frames else 0
             done = False
             try:
                 out = original(*args, **kwargs)
@@ -111,12 +113,14 @@ class SyncHook:
                 return out
             finally:
                 returned = time.time()
+                compiled = compiles("UncachedCompile") != uncached
                 # A sync that raised (XLA rejected the graph) logged a compile but ran nothing.
-                # (lean capture's log has no block for a cache hit: torch_xla's counters tell)
-                record.executed = done and (_size(debug_file) != size or compiles("CachedCompile") != cached
-                                            or compiles("UncachedCompile") != uncached)
+                if with_frames:
+                    record.executed = done and (compiled or compiles("CachedCompile") != cached)
+                else:
+                    record.executed = done and _size(debug_file) != size
                 records.append(record)
-                tracking.after_sync(compiled=compiles("UncachedCompile") != uncached, executed=record.executed)
+                tracking.after_sync(compiled=compiled, executed=record.executed)
                 for listener in listeners:
                     listener(record.executed)
                 record.exit = time.time()

@@ -20,7 +20,7 @@ from . import steps as joins
 from .analysis import CellFiles, analyze_module
 from .dumps import DumpDirectory
 from .instrument import LineTracking, SyncHook, fallback_counts
-from .metrics import MetricsDelta, MetricsSnapshot
+from .metrics import MetricsDelta, MetricsSnapshot, Sample
 from .records import CellCapture
 from .store import ArtifactStore
 from .xla_logs import AppendedLog, CompileWatch, parse_debug_log, parse_ir_log
@@ -266,6 +266,12 @@ class CellRecorder:
         for run in reversed(runs):  # (newest last: its sites win)
             known.update(getattr(run, "lean_sites", None) or {})
         executions = delta.samples["execute"]
+        lost = delta.lost.get("execute", 0)
+        if lost:  # (torch_xla keeps the last 1024 samples: the first steps of a long loop are its explicit syncs')
+            first = executions[0].start if executions else float("inf")
+            early = sorted((r for r in self._hook.records if r.executed and r.graph_hash is None and r.enter < first),
+                           key=lambda r: r.enter)[-lost:]
+            executions = [Sample(end=r.enter + 1e-6, seconds=1e-6) for r in early] + list(executions)
         programs, graph_of = [None] * len(executions), {}
         if self._lean is not None:
             lean_modules, recorded = self._lean
