@@ -84,6 +84,12 @@ def main(mode: str, out_path: str, names: list[str]) -> None:
                                 "kernels": sorted({name for g in (profile.get("graphs") or {}).values()
                                                    for name in g["kernels"]}),
                                 "notes": xla_lab.last().notes}
+    # a loop longer than the 1,024 samples torch_xla keeps per metric: every step is still one
+    assert ip.run_cell("import torch, torch_xla\ntiny = torch.zeros(4, device=torch_xla.device())").success
+    assert ip.run_cell("%%xla -q --name long\nfor _ in range(1100):\n    tiny = tiny + 1\n    torch_xla.sync()").success
+    long = xla_lab.last()
+    results["_long"] = {"steps": len(long.steps), "caches": sorted({s.cache for s in long.steps[1:]}),
+                        "graphs": len({s.graph_hash for s in long.steps[1:]}), "notes": long.notes}
     from xla_lab import session
 
     results["_runtime"] = {"mode": session.get().runtime.mode, "hlo_dump": session.get().runtime.hlo_dump,

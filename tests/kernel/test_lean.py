@@ -130,6 +130,16 @@ def test_measured_time_of_cached_steps_is_joined_to_the_same_kernels(runs):
     assert lean["kernels"] == full["kernels"] and lean["kernels"]
 
 
+def test_a_loop_longer_than_the_kept_samples_keeps_every_step(runs):
+    """torch_xla keeps the last 1,024 samples of a metric: in lean capture, where the steps come from
+    them, the first steps of a 1,100-step loop come from its explicit syncs (with no timings, said)."""
+    long, full = runs["lean"]["_long"], runs["full"]["_long"]
+    assert long["steps"] == full["steps"] >= 1100
+    assert (long["caches"], long["graphs"]) == (full["caches"], full["graphs"])
+    assert any("1024 samples" in note for note in long["notes"]), long["notes"]
+    assert not any("unknown" in note for note in long["notes"]), long["notes"]
+
+
 def test_mode_cannot_change_once_the_runtime_started(ip, capsys):
     """Once the runtime started (here, by the line below), %xla mode lean says why it cannot, and nothing
     changes."""

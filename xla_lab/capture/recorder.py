@@ -271,7 +271,7 @@ class CellRecorder:
             first = executions[0].start if executions else float("inf")
             early = sorted((r for r in self._hook.records if r.executed and r.graph_hash is None and r.enter < first),
                            key=lambda r: r.enter)[-lost:]
-            executions = [Sample(end=r.enter + 1e-6, seconds=1e-6) for r in early] + list(executions)
+            executions = [Sample(end=r.exit, seconds=0.0) for r in early] + list(executions)
         programs, graph_of = [None] * len(executions), {}
         if self._lean is not None:
             lean_modules, recorded = self._lean

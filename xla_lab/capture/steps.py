@@ -165,8 +165,9 @@ def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], execution
 def _owners(records: list[ExplicitSync], executions: list[Sample]) -> list[tuple[str | None, ExplicitSync | None]]:
     """Whose each execution is: ``("ran", r)``: the graph torch.compile ran through
     ``_run_cached_graph`` (the last execution inside the call: it may sync pending inputs first, those
-    are ``("inside", r)``); ``("sync", r)``: an explicit sync's (the first execution after the latest sync
-    entered before it, once); ``(None, None)``: an implicit sync's."""
+    are ``("inside", r)``); ``("sync", r)``: an explicit sync's (syncs and their executions in order:
+    the next sync not yet given one, if it was entered before the execution began); ``(None, None)``:
+    an implicit sync's."""
     owners: list[tuple[str | None, ExplicitSync | None]] = [(None, None)] * len(executions)
     for r in (r for r in records if r.graph_hash is not None):
         inside = [i for i, ex in enumerate(executions)
@@ -174,16 +175,15 @@ def _owners(records: list[ExplicitSync], executions: list[Sample]) -> list[tuple
         for i in inside:
             owners[i] = ("ran" if i == inside[-1] else "inside", r)
     syncs = [r for r in records if r.graph_hash is None]
-    claimed: set[int] = set()
+    nxt = 0
     for i, ex in enumerate(executions):
         if owners[i][0] is not None:
             continue
-        for j in range(len(syncs) - 1, -1, -1):
-            if syncs[j].enter <= ex.start + 1e-4:
-                if j not in claimed:
-                    claimed.add(j)
-                    owners[i] = ("sync", syncs[j])
-                break
+        # in order: executions run in the order their syncs handed them over, and one may begin after
+        # the next sync was entered (a fast loop runs ahead of its device)
+        if nxt < len(syncs) and syncs[nxt].enter <= ex.start + 1e-4:
+            owners[i] = ("sync", syncs[nxt])
+            nxt += 1
     return owners
 
 
