@@ -1,0 +1,219 @@
+"""Which sizes to compile to find the largest one whose peak fits a budget, and the affine model that
+picks them. Pure: it sees only (size, peak) points, so it is tested without a compiler.
+
+A train step's peak is usually affine in the batch (or sequence length): the weights and optimizer
+state are fixed, activations grow with the size. So:
+
+1. two probes: the size the step last ran with, and the size the budget would allow if all of that
+   peak grew with the size (a size below the answer, far enough from the first);
+2. the line through them, ``peak = a + b * size``, predicts the largest size within the budget;
+3. one compile there confirms it (and says how far off the line was);
+4. one compile at the next size up checks that it does not fit.
+
+Four compiles when the line holds. When it does not (XLA pads a dimension to a tile size, fuses or
+rematerializes differently at another size), the search goes on from the two compiled points nearest
+the budget (a secant) and bisects when that stalls, so the answer is always a compiled size that fits
+next to one that does not; the result says that the curve was not affine there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MAX_COMPILES = 10  # a search that has not settled by then reports the bracket it has
+
+
+@dataclass
+class Point:
+    size: int
+    peak: int  # bytes, from the compiled program's buffer assignment
+    role: str  # "probe" | "confirm" | "next size up" | "refine"
+    compiled: bool = True  # False: read from an earlier compile of the same variant
+    compile_s: float = 0.0
+    graph_hash: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"size": self.size, "peak": self.peak, "role": self.role, "compiled": self.compiled,
+                "compile_s": round(self.compile_s, 3), "graph_hash": self.graph_hash}
+
+
+@dataclass
+class Line:
+    a: float  # bytes at size 0 (weights, optimizer state, ...)
+    b: float  # bytes per unit of size
+
+    def peak(self, size: int) -> float:
+        return self.a + self.b * size
+
+    def largest_within(self, budget: int) -> float:
+        return (budget - self.a) / self.b if self.b > 0 else float("inf")
+
+
+def line_through(p: Point, q: Point) -> Line:
+    if p.size == q.size:
+        return Line(float(p.peak), 0.0)
+    b = (q.peak - p.peak) / (q.size - p.size)
+    return Line(p.peak - b * p.size, b)
+
+
+@dataclass
+class FitSearch:
+    budget: int
+    base: int  # the size the step last ran with
+    multiple: int = 1  # sizes are multiples of this
+    max_size: int | None = None
+    max_compiles: int = MAX_COMPILES
+    points: list[Point] = field(default_factory=list)
+    line: Line | None = None  # from the two probes
+    confirm: Point | None = None  # the first compile at the line's prediction
+    predicted_peak: float | None = None  # the line's peak at the confirmed size
+    state: str = "searching"  # "searching" | "done" | "nothing fits" | "no limit" | "gave up"
+
+    def __post_init__(self):
+        if self.multiple < 1:
+            raise ValueError("the size multiple must be 1 or more")
+        if self.max_size is not None and self.max_size < self.multiple:
+            raise ValueError(f"the largest size to try ({self.max_size}) is below the multiple ({self.multiple})")
+
+    # --- what is known ------------------------------------------------------------------------
+    def _round(self, size: float) -> int:
+        m = self.multiple
+        out = max(m, int(size // m) * m)
+        if self.max_size is not None:
+            out = min(out, (self.max_size // m) * m)
+        return out
+
+    def at(self, size: int) -> Point | None:
+        return next((p for p in self.points if p.size == size), None)
+
+    @property
+    def fits(self) -> list[Point]:
+        return sorted((p for p in self.points if p.peak <= self.budget), key=lambda p: p.size)
+
+    @property
+    def over(self) -> list[Point]:
+        return sorted((p for p in self.points if p.peak > self.budget), key=lambda p: p.size)
+
+    @property
+    def lo(self) -> Point | None:
+        """The largest compiled size that fits."""
+        return self.fits[-1] if self.fits else None
+
+    @property
+    def hi(self) -> Point | None:
+        """The smallest compiled size that does not fit."""
+        return self.over[0] if self.over else None
+
+    @property
+    def answer(self) -> Point | None:
+        return self.lo if self.state == "done" or (self.state == "gave up" and self.lo) else None
+
+    @property
+    def compiles(self) -> int:
+        return sum(1 for p in self.points if p.compiled)
+
+    @property
+    def prediction_error(self) -> float | None:
+        """(compiled - predicted) / compiled at the confirmed size."""
+        if self.confirm is None or self.predicted_peak is None or not self.confirm.peak:
+            return None
+        return (self.confirm.peak - self.predicted_peak) / self.confirm.peak
+
+    @property
+    def affine(self) -> bool:
+        err = self.prediction_error
+        return err is None or abs(err) <= 0.05
+
+    # --- what to compile next -----------------------------------------------------------------
+    def next(self) -> tuple[int, str] | None:
+        """The next (size, role) to compile, or None when the search is over (see ``state``)."""
+        if self.state != "searching":
+            return None
+        probes = self._probes()
+        for size in probes:
+            if self.at(size) is None:
+                return size, "probe"
+        if self.line is None:
+            self.line = line_through(self.at(probes[0]), self.at(probes[-1]))
+        if len(self.points) >= self.max_compiles:
+            self.state = "gave up"
+            return None
+        lo, hi, m = self.lo, self.hi, self.multiple
+        if hi is not None and hi.size <= m:
+            self.state = "nothing fits"
+            return None
+        if lo is not None and hi is not None and hi.size - lo.size <= m:
+            self.state = "done"
+            return None
+        if lo is not None and self.max_size is not None and lo.size + m > self.max_size:
+            self.state = "done"  # everything up to the largest size allowed fits
+            return None
+        if self.confirm is None:
+            if self.line.b <= 0 and hi is None:
+                self.state = "no limit"  # the peak does not grow with the size
+                return None
+            size = self._inside(self._round(self.line.largest_within(self.budget)), lo, hi)
+            return size, "confirm"
+        if lo is not None and (hi is None or hi.size > lo.size + m):
+            local = self._local_line()
+            guess = self._round(local.largest_within(self.budget)) if local is not None else lo.size + m
+            if guess <= lo.size:
+                return lo.size + m, "next size up"
+        else:
+            local = self._local_line()
+            guess = self._round(local.largest_within(self.budget)) if local is not None else m
+        size = self._inside(guess, lo, hi)
+        if lo is not None and size == lo.size + m:
+            return size, "next size up"
+        return size, "refine"
+
+    def _probes(self) -> list[int]:
+        """The base size, then the size the budget would allow if the whole peak at the base grew with
+        the size (``base * budget / peak``): never above the answer for an affine peak with a fixed
+        part, and far enough from the base that the line through the two is set by what grows with
+        the size (at small sizes XLA's temporaries are not yet proportional)."""
+        first = self._round(self.base)
+        p1 = self.at(first)
+        if p1 is None:
+            return [first]
+        guess = first * self.budget / max(p1.peak, 1)
+        second = self._round(guess)
+        if second == first:
+            second = self._round(2 * first) if p1.peak <= self.budget else self._round(first // 2)
+        if second == first:  # the largest size allowed is the base, or the base is the smallest
+            second = self._round(first // 2) if first > self.multiple else self._round(2 * first)
+        return [first] if second == first else [first, second]
+
+    def _local_line(self) -> Line | None:
+        """The line through the two compiled points nearest the budget on either side (or the two
+        nearest on one side)."""
+        lo, hi = self.lo, self.hi
+        if lo is not None and hi is not None:
+            return line_through(lo, hi)
+        near = sorted(self.points, key=lambda p: abs(p.peak - self.budget))[:2]
+        return line_through(*near) if len(near) == 2 and near[0].size != near[1].size else None
+
+    def _inside(self, size: int, lo: Point | None, hi: Point | None) -> int:
+        """``size`` moved strictly between the known bracket, and off sizes already compiled (then
+        the middle of the bracket: a bisection step)."""
+        m = self.multiple
+        low = lo.size + m if lo is not None else m
+        high = hi.size - m if hi is not None else (self.max_size // m * m if self.max_size else None)
+        size = max(size, low)
+        if high is not None:
+            size = min(size, high)
+        if self.at(size) is not None:
+            if high is None:
+                size = 2 * max(p.size for p in self.points)
+            else:
+                size = self._round((low + high) / 2)
+                size = min(max(size, low), high)
+        return size
+
+    def add(self, point: Point) -> None:
+        if self.at(point.size) is not None:
+            return
+        self.points.append(point)
+        if point.role == "confirm" and self.confirm is None and self.line is not None:
+            self.confirm = point
+            self.predicted_peak = self.line.peak(point.size)
