@@ -154,14 +154,18 @@ class FitSearch:
                 return None
             size = self._inside(self._round(self.line.largest_within(self.budget)), lo, hi)
             return size, "confirm"
-        if lo is not None and (hi is None or hi.size > lo.size + m):
-            local = self._local_line()
-            guess = self._round(local.largest_within(self.budget)) if local is not None else lo.size + m
-            if guess <= lo.size:
-                return lo.size + m, "next size up"
+        local = self._local_line()
+        if local is None or local.b <= 0:  # flat between the nearest points (padding): bisect
+            mid = (lo.size if lo else 0) + ((hi.size if hi else 2 * max(p.size for p in self.points)) -
+                                            (lo.size if lo else 0)) / 2
+            guess = self._round(mid)
         else:
-            local = self._local_line()
-            guess = self._round(local.largest_within(self.budget)) if local is not None else m
+            guess = self._round(local.largest_within(self.budget))
+        if lo is not None and guess <= lo.size and (hi is None or hi.size > lo.size + m):
+            return lo.size + m, "next size up"
+        recent = [p.peak <= self.budget for p in self.points[-2:] if p.role != "probe"]
+        if lo is not None and hi is not None and len(recent) == 2 and recent[0] == recent[1]:
+            guess = self._round((lo.size + hi.size) / 2)  # the secant stalls on one side: bisect once
         size = self._inside(guess, lo, hi)
         if lo is not None and size == lo.size + m:
             return size, "next size up"
@@ -185,13 +189,12 @@ class FitSearch:
         return [first] if second == first else [first, second]
 
     def _local_line(self) -> Line | None:
-        """The line through the two compiled points nearest the budget on either side (or the two
-        nearest on one side)."""
-        lo, hi = self.lo, self.hi
-        if lo is not None and hi is not None:
-            return line_through(lo, hi)
-        near = sorted(self.points, key=lambda p: abs(p.peak - self.budget))[:2]
-        return line_through(*near) if len(near) == 2 and near[0].size != near[1].size else None
+        """The line through the two compiled points whose peaks are nearest the budget (a secant that
+        follows the curve where the answer is, convex or not)."""
+        near = sorted(self.points, key=lambda p: abs(p.peak - self.budget))
+        first = near[0] if near else None
+        second = next((p for p in near[1:] if p.size != first.size), None) if first else None
+        return line_through(first, second) if second is not None else None
 
     def _inside(self, size: int, lo: Point | None, hi: Point | None) -> int:
         """``size`` moved strictly between the known bracket, and off sizes already compiled (then
@@ -199,9 +202,13 @@ class FitSearch:
         m = self.multiple
         low = lo.size + m if lo is not None else m
         high = hi.size - m if hi is not None else (self.max_size // m * m if self.max_size else None)
+        clamped = size < low or (high is not None and size > high)
         size = max(size, low)
         if high is not None:
             size = min(size, high)
+        if clamped and lo is not None and hi is not None and high - low > m:
+            size = self._round((low + high) / 2)  # the line points outside the bracket: bisect
+            size = min(max(size, low), high)
         if self.at(size) is not None:
             if high is None:
                 size = 2 * max(p.size for p in self.points)

@@ -1,0 +1,118 @@
+"""The pure parts of %xla fit: budgets people write, the search on known peak curves (affine ones
+answer in four compiles; padded, stepped and quadratic ones still end on a compiled size that fits
+next to one that does not), and the views (picture, escaping of the user's text)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from xla_lab.precompile.budget import GiB, parse_budget
+from xla_lab.precompile.fit_search import FitSearch, Point
+from xla_lab.view.fit_view import picture_svg, to_html, to_text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("16GiB", 16 * GiB), ("16 GiB", 16 * GiB), ("16GB", 16 * 10**9), ("512MiB", 512 << 20),
+    ("1.5e9", 1_500_000_000), (1 << 30, 1 << 30), ("v5e", 16 * GiB), ("TPU v4", 32 * GiB),
+    ("v5p", 95 * GiB), ("v6e", 32 * GiB), ("A100", 40 * GiB), ("A100-80GB", 80 * GiB), ("H100", 80 * GiB),
+    ("L4", 24 * GiB), ("T4", 16 * GiB)])
+def test_budgets(text, expected):
+    assert parse_budget(text).bytes == expected
+
+
+@pytest.mark.parametrize("text", ["0", 0, "lots", "-3GiB", "16 parsecs", "", float("nan"), True])
+def test_bad_budgets_say_what_is_accepted(text):
+    with pytest.raises(ValueError) as info:
+        parse_budget(text)
+    assert "\n" not in str(info.value)
+
+
+def run(curve, budget, base=8, multiple=1, max_size=None):
+    search = FitSearch(budget, base, multiple, max_size)
+    while (nxt := search.next()) is not None:
+        size, role = nxt
+        search.add(Point(size, int(curve(size)), role))
+    return search
+
+
+def truth(curve, budget, multiple=1, limit=10**7):
+    """The largest size within the budget, by walking (curves here are increasing)."""
+    lo, hi = 0, limit
+    while hi - lo > multiple:
+        mid = (lo + hi) // 2 // multiple * multiple
+        lo, hi = (mid, hi) if curve(mid) <= budget else (lo, mid)
+    return lo
+
+
+@pytest.mark.parametrize("a, b, budget", [(10 << 20, 3 << 20, 1 << 30), (1 << 30, 1 << 10, 2 << 30),
+                                          (0, 4096, 64 << 20), (500, 7, 10_000)])
+def test_an_affine_peak_is_answered_in_four_compiles(a, b, budget):
+    search = run(lambda s: a + b * s, budget)
+    assert search.state == "done"
+    assert search.answer.size == truth(lambda s: a + b * s, budget)
+    assert search.compiles <= 4
+    assert abs(search.prediction_error) < 1e-3
+
+
+@pytest.mark.parametrize("curve", [
+    lambda s: 1_000_000 + 4096 * math.ceil(s / 8) * 8,  # padded to tiles of 8
+    lambda s: 2_000_000 + 3000 * s + (500_000 if s > 300 else 0),  # a change of algorithm past 300
+    lambda s: 100_000 + 50 * s + 2 * s * s,  # attention: quadratic in the sequence
+    lambda s: 400_000 + (s * 4096 if s > 100 else 1000 * s),  # small sizes are not proportional yet
+])
+def test_other_curves_end_on_a_compiled_bracket(curve):
+    budget = 8 << 20
+    search = run(curve, budget)
+    assert search.state == "done"
+    answer = search.answer
+    assert answer.peak <= budget < search.at(answer.size + 1).peak
+    assert answer.size == truth(curve, budget)
+
+
+def test_multiples_max_and_nothing_fits():
+    curve = lambda s: 1000 + 100 * s  # noqa: E731
+    search = run(curve, 100_000, base=8, multiple=8)
+    assert search.answer.size % 8 == 0 and search.at(search.answer.size + 8).peak > 100_000
+    capped = run(curve, 100_000, base=8, max_size=64)
+    assert capped.state == "done" and capped.answer.size == 64
+    none = run(curve, 500, base=8)
+    assert none.state == "nothing fits" and none.answer is None
+    flat = run(lambda s: 5000, 100_000)
+    assert flat.state == "no limit"
+
+
+def result_dict(name="step<script>alert(1)</script>"):
+    search = run(lambda s: 1000 + 100 * s, 10_000)
+    from xla_lab.precompile.budget import Budget
+    from xla_lab.precompile.fit import FitResult
+
+    r = FitResult(name, {"x": 0}, 8, Budget(10_000, "9.77 KiB"), search=search, state=search.state)
+    r.buffers = [{"bytes": 4000, "kind": "temp", "shape": "f32[8,<b>]", "instruction": "fusion",
+                  "source": {"cell": 3, "line": 2, "code": "y = f(x) <img src=x onerror=alert(1)>"}}]
+    r.notes = ["<i>note</i>"]
+    return r.to_dict()
+
+
+def test_views_show_the_answer_the_picture_and_escape_the_users_text():
+    d = result_dict()
+    text = to_text(d)
+    assert f"largest x[0] within 9.77 KiB: {d['answer']['size']}" in text
+    assert "[3]:2" in text
+    html = to_html(d)
+    assert "<script>" not in html and "<img" not in html and "<i>note" not in html and "<b>]" not in html
+    assert "&lt;script&gt;" in html
+    svg = picture_svg(d)
+    assert svg.count("fit-point") == len(d["points"]) and "fit-line" in svg and "budget" in svg
+
+
+def test_rich_table_renders():
+    from rich.console import Console
+
+    console = Console(record=True, width=120)
+    from xla_lab.view.fit_view import to_rich
+
+    console.print(to_rich(result_dict("step")))
+    out = console.export_text()
+    assert "peak against x[0]" in out and "next size up" in out
