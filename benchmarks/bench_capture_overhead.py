@@ -56,6 +56,24 @@ for _ in range({steps}):
 xm.wait_device_ops()
 """
 
+SETUP_SHORT = """
+short_model = torch.nn.Sequential(
+    torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
+    torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(dev)
+short_opt = torch.optim.SGD(short_model.parameters(), lr=1e-2, momentum=0.9)
+short_x = torch.randn(32, 128).to(dev)
+short_y = torch.randint(0, 10, (32,)).to(dev)
+"""
+
+SHORT_LOOP = """
+for _ in range({steps}):
+    short_opt.zero_grad()
+    torch.nn.functional.cross_entropy(short_model(short_x), short_y).backward()
+    short_opt.step()
+    torch_xla.sync()
+xm.wait_device_ops()
+"""
+
 TINY_LOOP = """
 for _ in range({steps}):
     tiny = tiny + 1
@@ -87,6 +105,7 @@ for _ in range(2):
 xm.wait_device_ops()
 """
 TINY_SYNCS = 1000
+SHORT_STEPS = 600  # (about 3 ms a step here: as long a turn as the 200-step loop's)
 
 
 # --- workers (run in child processes) ------------------------------------------------------------
@@ -97,28 +116,34 @@ def _compile_total_s() -> float:
     return (data[1] if data else 0.0) / 1e9
 
 
-def _shell(lab: bool):
+def _shell(mode: str):
+    """An IPython shell: plain torch_xla (``plain``), or xla_lab in ``full`` or ``lean`` capture."""
     from IPython.testing.globalipapp import start_ipython
 
+    if mode == "lean":
+        os.environ["XLA_LAB_CAPTURE"] = "lean"
     ip = start_ipython()
-    if lab:
+    if mode != "plain":
         ip.run_line_magic("load_ext", "xla_lab")
     return ip
 
 
-def worker_loop(lab: bool, steps: int) -> None:
+def worker_loop(mode: str, steps: int) -> None:
     """Set up and warm up, then run one timed loop per line read from stdin, answering its wall and
     CPU times (CPU time does not count what the machine's other tenants take)."""
-    ip = _shell(lab)
+    lab = mode != "plain"
+    ip = _shell(mode)
     prefix = "%%xla -q\n" if lab else ""
-    assert ip.run_cell(SETUP_MLP).success
+    assert ip.run_cell(SETUP_MLP + SETUP_SHORT).success
     assert ip.run_cell(prefix + LOOP.format(steps=3)).success  # compile the two graphs
+    assert ip.run_cell(prefix + SHORT_LOOP.format(steps=3)).success
     assert ip.run_cell(prefix + TINY_LOOP.format(steps=3)).success
     print("READY", flush=True)
     for line in sys.stdin:
         times = {}
-        for key, cell, n in (("loop", LOOP, steps), ("always", LOOP, steps), ("tiny", TINY_LOOP, TINY_SYNCS)):
-            if key == "always" and (not lab or line.strip() == "short"):
+        for key, cell, n in (("loop", LOOP, steps), ("short", SHORT_LOOP, SHORT_STEPS), ("always", LOOP, steps),
+                             ("tiny", TINY_LOOP, TINY_SYNCS)):
+            if key == "always" and (mode != "full" or line.strip() == "short"):
                 continue
             head = "%%xla -q --track-lines always\n" if key == "always" else prefix
             t0, c0 = time.perf_counter(), time.process_time()
@@ -134,6 +159,8 @@ def worker_loop(lab: bool, steps: int) -> None:
 
 
 def worker_compile(kind: str, layers: int) -> dict:
+    """``kind``: plain | full | lean (xla_lab's capture modes) | dump | metadata (plain torch_xla with one
+    of xla_lab's switches)."""
     import tempfile
 
     if kind == "dump":  # plain torch_xla with only XLA's dump on, as xla_lab sets it: what XLA itself costs
@@ -141,19 +168,23 @@ def worker_compile(kind: str, layers: int) -> dict:
                                    "--xla_dump_hlo_as_proto")
     if kind == "metadata":  # plain torch_xla with only the source-line metadata xla_lab turns on
         os.environ["XLA_IR_DEBUG"] = os.environ["XLA_HLO_DEBUG"] = "1"
-    lab = kind == "lab"
-    ip = _shell(lab)
+    lab = kind in ("full", "lean")
+    ip = _shell(kind if lab else "plain")
     assert ip.run_cell(SETUP_BERT.format(layers=layers)).success
     before = _compile_total_s()
     t0 = time.perf_counter()
     assert ip.run_cell(("%%xla -q\n" if lab else "") + BERT_STEPS).success
     wall = time.perf_counter() - t0
+    out = {"compile_s": _compile_total_s() - before, "wall_s": wall}
     if lab:
         import xla_lab
 
-        c = xla_lab.last()
-        assert c.compiles == 2 and all(s.hlo_after for s in c.steps)
-    return {"compile_s": _compile_total_s() - before, "wall_s": wall}
+        t0 = time.perf_counter()
+        c = xla_lab.last()  # (waits for the capture's analysis, which the cell's end does not)
+        out["analysis_s"] = time.perf_counter() - t0
+        assert c.compiles == 2 and all(s.hlo_after and s.fusions for s in c.steps), c.notes
+        assert all(s.artifacts.lean == (kind == "lean") for s in c.steps)
+    return out
 
 
 # --- driver --------------------------------------------------------------------------------------
@@ -210,42 +241,46 @@ def quartiles(values: list[float]) -> str:
 
 
 def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int) -> None:
-    print(f"(a) steady state: cached Adam train loop, {steps} steps a turn (MLP 256-512-512-10, batch 64), plain "
-          f"torch_xla and %%xla in live IPython processes taking turns: {pairs} pairs of processes x {rounds} rounds "
-          f"(--track-lines always in the first {always_rounds} of each)")
-    p, l = [], []
+    print(f"(a) steady state: cached loops in live IPython processes taking turns, plain torch_xla, %%xla in full "
+          f"capture and %%xla in lean capture: {pairs} groups of processes x {rounds} rounds (--track-lines always "
+          f"in the first {always_rounds} of each): the Adam loop ({steps} steps a turn, MLP 256-512-512-10, batch "
+          f"64), the short SGD-momentum loop ({SHORT_STEPS} steps, MLP 128-256-256-256-10, batch 32), a one-op "
+          f"graph synced {TINY_SYNCS}x")
+    modes = ("plain", "full", "lean")
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
     for _ in range(pairs):  # (a process's own layout in memory can make it a few % faster or slower)
-        plain, lab = LiveWorker("plain-loop", steps), LiveWorker("lab-loop", steps)
+        workers = {m: LiveWorker(f"{m}-loop", steps) for m in modes}
         try:
             for i in range(rounds):
-                first, second = (plain, lab) if i % 2 == 0 else (lab, plain)  # alternate who goes first
                 what = "full" if i < always_rounds else "short"
-                a, b = first.run(what), second.run(what)
-                pr, lr = (a, b) if first is plain else (b, a)
-                p.append(pr)
-                l.append(lr)
+                order = modes[i % 3:] + modes[:i % 3]  # who goes first turns round
+                for m in order:
+                    runs[m].append(workers[m].run(what))
         finally:
-            plain.close()
-            lab.close()
+            for w in workers.values():
+                w.close()
     rounds *= pairs
+    p = runs["plain"]
     ms = lambda xs, n: statistics.median(xs) / n * 1e3  # noqa: E731
-    ratios = {k: [x[k] / y[kk] for x, y in zip(l, p) if k in x] for k, kk in
-              (("loop", "loop"), ("always", "loop"), ("tiny", "tiny"), ("loop_cpu", "loop_cpu"))}
-    pl, ll, al = [x["loop"] for x in p], [x["loop"] for x in l], [x["always"] for x in l if "always" in x]
-    print(f"    plain torch_xla                         median {ms(pl, steps):.2f} ms/step")
-    print(f"    %%xla (default: lines paused when steady) median {ms(ll, steps):.2f} ms/step")
-    print(f"    %%xla --track-lines always              median {ms(al, steps):.2f} ms/step")
-    print(f"    a1 ratio %%xla / plain torch_xla        median {statistics.median(ratios['loop']):.3f}  "
-          f"(middle half {quartiles(ratios['loop'])}, all {spread(ratios['loop'])} over {rounds} pairs; goal <= 1.03)")
-    print(f"       the same in CPU time                 median {statistics.median(ratios['loop_cpu']):.3f}  "
-          f"(middle half {quartiles(ratios['loop_cpu'])}); ratio of the median loops {statistics.median(ll) / statistics.median(pl):.3f}")
-    print(f"    a2 ratio --track-lines always / plain   median {statistics.median(ratios['always']):.3f}  "
-          f"(spread {spread(ratios['always'])})")
-    tp, tl = [x["tiny"] for x in p], [x["tiny"] for x in l]
-    per_sync = [(x["tiny"] - y["tiny"]) / TINY_SYNCS * 1e6 for x, y in zip(l, p)]
-    print(f"    a3 one-op graph synced {TINY_SYNCS}x: plain {ms(tp, TINY_SYNCS) * 1e3:.0f} us/sync, %%xla "
-          f"{ms(tl, TINY_SYNCS) * 1e3:.0f} us/sync: fixed cost {statistics.median(per_sync):.0f} us per sync "
-          f"(spread {min(per_sync):.0f}..{max(per_sync):.0f})")
+
+    def ratio(mode: str, key: str, base: str | None = None) -> list[float]:
+        return [x[key] / y[base or key] for x, y in zip(runs[mode], p) if key in x]
+
+    for key, n, label in (("loop", steps, "Adam loop"), ("short", SHORT_STEPS, "short loop")):
+        print(f"    {label}: plain {ms([x[key] for x in p], n):.2f} ms/step, full {ms([x[key] for x in runs['full']], n):.2f}, "
+              f"lean {ms([x[key] for x in runs['lean']], n):.2f}")
+        for mode, goal in (("full", 1.03), ("lean", 1.02)):
+            r, c = ratio(mode, key), ratio(mode, key + "_cpu")
+            print(f"      {mode:4} / plain  median {statistics.median(r):.3f} (middle half {quartiles(r)}, all {spread(r)} "
+                  f"over {rounds} rounds; goal <= {goal}{'' if key == 'loop' or mode == 'lean' else ', printed beside lean'})"
+                  f"  CPU time {statistics.median(c):.3f}")
+    a = ratio("full", "always", "loop")
+    print(f"    full --track-lines always / plain (Adam loop)  median {statistics.median(a):.3f} (spread {spread(a)})")
+    for mode in ("full", "lean"):
+        per_sync = [(x["tiny"] - y["tiny"]) / TINY_SYNCS * 1e6 for x, y in zip(runs[mode], p)]
+        print(f"    one-op graph: plain {ms([x['tiny'] for x in p], TINY_SYNCS) * 1e3:.0f} us/sync, {mode} "
+              f"{ms([x['tiny'] for x in runs[mode]], TINY_SYNCS) * 1e3:.0f}: fixed cost {statistics.median(per_sync):.0f} "
+              f"us per sync (spread {min(per_sync):.0f}..{max(per_sync):.0f})")
 
 
 def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> None:
@@ -258,14 +293,19 @@ def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> None:
     base = results["plain"]
     for what, label in (("compile_s", "XLA CompileTime"), ("wall_s", "cell wall time ")):
         b = statistics.median(r[what] for r in base)
-        row = [f"    {label}  plain {b:.3f} s"]
+        print(f"    {label}  plain {b:.3f} s")
         for k in kinds[1:]:
             ratios = [r[what] / p[what] for r, p in zip(results[k], base)]
-            name = {"lab": "%%xla", "dump": "dump flags only", "metadata": "line metadata only"}[k]
-            goal = " (goal <= 1.05)" if k == "lab" else ""
-            row.append(f"{name} {statistics.median(r[what] for r in results[k]):.3f} s "
-                       f"ratio {statistics.median(ratios):.3f} [{spread(ratios)}]{goal}")
-        print(" | ".join(row))
+            name = {"full": "%%xla full", "lean": "%%xla lean", "dump": "dump flags only",
+                    "metadata": "line metadata only"}[k]
+            goal = {"lean": " (goal <= 1.03)"}.get(k, "")
+            print(f"      {name:18} {statistics.median(r[what] for r in results[k]):.3f} s  ratio "
+                  f"{statistics.median(ratios):.3f} [{spread(ratios)}]{goal}")
+    for k in ("full", "lean"):
+        if k in results:
+            spent = [r["analysis_s"] for r in results[k]]
+            print(f"    {k}: the capture's analysis after the cell (Session.defer; waited for by the next "
+                  f"execution or view) {statistics.median(spent):.3f} s [{spread(spent)}]")
 
 
 def main() -> None:
@@ -284,21 +324,23 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="rounds of fresh processes in (b)")
     parser.add_argument("--big-layers", type=int, default=12, help="layers of the big model's compile (0: skip)")
     parser.add_argument("--layers", type=int, default=2, help=argparse.SUPPRESS)
+    parser.add_argument("--skip-steady", action="store_true", help="only (b), the compile path")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.worker:
         kind = args.worker[0]
         if kind.endswith("-loop"):
-            worker_loop(kind == "lab-loop", args.steps)
+            worker_loop(kind.removesuffix("-loop"), args.steps)
             return
         print("RESULT " + json.dumps(worker_compile(kind.removesuffix("-compile"), args.layers)))
         return
 
-    steady_state(args.rounds, args.steps, args.pairs, min(args.always_rounds, args.rounds))
-    compile_path(2, args.repeats, ("plain", "lab", "dump", "metadata"))
+    if not args.skip_steady:
+        steady_state(args.rounds, args.steps, args.pairs, min(args.always_rounds, args.rounds))
+    compile_path(2, args.repeats, ("plain", "full", "lean", "dump", "metadata"))
     if args.big_layers:
-        compile_path(args.big_layers, args.repeats, ("plain", "lab"))
+        compile_path(args.big_layers, args.repeats, ("plain", "full", "lean"))
 
 
 if __name__ == "__main__":

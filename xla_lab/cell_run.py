@@ -110,12 +110,17 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
                                       "before it sees an interrupt)")
         if watch is not None:
             watch.stop()
-        capture = recorder.finish(error)
+        # the sessions end first: in lean capture they bring the modules the cell compiled
+        profile_data = _stop_profiler(recorder, profiler)
+        chunks = window.stop() if window is not None else []
+        modules = lean = None
+        if session.lean:
+            recorded = ([(profile_data, profiler.executions_at_start)] if profile_data else []) + \
+                list(zip(chunks, window.opened_at if window is not None else []))
+            modules = session.lean_modules.new([data for data, _ in recorded], recorder.capture.notes)
+            lean = (session.lean_modules, recorded)
+        capture = recorder.finish(error, modules=modules, lean=lean)
         _attach_launches(session, recorder, capture)
-        if profiler is not None:
-            _attach_profile(session, capture, profiler)
-        _attach_compile_profiles(session, capture, window, profiler)
-        _advise(shell, capture)
         if recorder.device_error is not None:  # a graph of the cell failed while running
             repair_and_note_lost_tensors(shell, recorder.device_error, capture)
             if error is None:
@@ -124,9 +129,19 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         if wait is not None and wait.seconds >= 0.05:
             capture.notes.append(f"the cell waited {wait.seconds:.3f} s for the precompile job {wait.job} "
                                  "to finish compiling before it started")
-        if session.queue is not None:
-            capture.notes.extend(session.queue.explain_misses(capture, session.explain_pair))
         session.add(capture)
+
+        def complete():  # what the cell's end need not wait for (Session.defer)
+            capture.notes.extend(recorder.complete())
+            if profiler is not None:
+                _attach_profile(session, capture, profiler, profile_data)
+            _attach_compile_profiles(capture, window, profiler, profile_data, chunks)
+            _advise(shell, capture)
+            if session.queue is not None:
+                capture.notes.extend(session.queue.explain_misses(capture, session.explain_pair))
+            session.store.trim()  # the LRU cap on stored graph text (capture/store.py)
+
+        session.defer(capture, complete)
     if held.interrupted and error is None:
         error = KeyboardInterrupt("interrupted after the cell's code had run (the capture is recorded)")
     if error is not None:
@@ -175,7 +190,7 @@ def _open_compile_window(recorder):
     from xla_lab import settings
     from xla_lab.profile.compile_window import CompileWindow
 
-    if not settings.current().compile_profile:
+    if not settings.current().compile_profile and not recorder.lean:  # (lean: the window brings the modules)
         return None
     window = CompileWindow()
     if window.start():
@@ -183,17 +198,19 @@ def _open_compile_window(recorder):
     return window
 
 
-def _attach_compile_profiles(session, capture: CellCapture, window, profiler) -> None:
-    """Each compiled graph's compile profile, from the window or the ``--profile`` session's bytes."""
+def _attach_compile_profiles(capture: CellCapture, window, profiler, profile_data: bytes | None,
+                             chunks: list[bytes]) -> None:
+    """Each compiled graph's compile profile, from the window's or the ``--profile`` session's bytes."""
     from xla_lab.profile.attach import attach_compile_profiles
+    from xla_lab import settings
 
+    if not settings.current().compile_profile:  # (lean capture opens the window for its modules anyway)
+        return
     try:
         if profiler is not None:
-            data = session.raw_profile(capture)
-            attach_compile_profiles(capture, [data] if data else [], failure=profiler.failure or (
-                None if data else "the --profile session recorded nothing"))
+            attach_compile_profiles(capture, [profile_data] if profile_data else [], failure=profiler.failure or (
+                None if profile_data else "the --profile session recorded nothing"))
         elif window is not None:
-            chunks = window.stop()
             attach_compile_profiles(capture, chunks, missed=window.missed, failure=window.failure)
     except Exception as exc:  # never lose the capture to a compile profile
         capture.notes.append(f"the compile profiles could not be read: {type(exc).__name__}: {exc}")
@@ -214,11 +231,23 @@ def _advise(shell, capture: CellCapture) -> None:
         capture.notes.append(f"the compile advice failed: {type(exc).__name__}: {exc}")
 
 
-def _attach_profile(session, capture: CellCapture, profiler) -> None:
+def _stop_profiler(recorder, profiler) -> bytes | None:
+    """End the ``--profile`` session (if any): its bytes, or None (its failure is on ``profiler``)."""
+    if profiler is None:
+        return None
+    try:
+        return profiler.stop()
+    except Exception as exc:
+        recorder.capture.notes.append(f"the profile could not be read: {type(exc).__name__}: {exc}")
+        return None
+
+
+def _attach_profile(session, capture: CellCapture, profiler, data: bytes | None) -> None:
     from xla_lab.profile.attach import attach_profile
 
     try:
-        data = profiler.stop()
+        if data is None:
+            return
         if profiler.failure:
             capture.notes.append(f"not profiled: {profiler.failure}")
             return

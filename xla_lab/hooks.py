@@ -149,6 +149,9 @@ class CellTracker:
     # pre_execute (fires for silent executions too, which skip pre_run_cell)
     def before_execution(self) -> None:
         self.info, self.xla = None, False
+        s = session_mod.current()
+        if s is not None:  # the last %%xla cell's analysis (Session.defer) ends before anything else runs
+            s.settle()
 
     # pre_run_cell
     def remember(self, info) -> None:

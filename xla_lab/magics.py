@@ -18,7 +18,8 @@ from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
 from xla_lab.settings import SAVE_CHOICES
 from xla_lab.view.report import MAX_ROWS, Report
 
-LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save", "profile", "whatif", "fit")
+LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save", "profile", "whatif", "fit",
+                 "mode")
 QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")
 
 
@@ -45,7 +46,7 @@ class XlaMagics(Magics):
                    "(text and an HTML summary, for notebooks you share). Default: the session's (%%xla save).")
     @argument("command", nargs="*",
               help="Line magic only: status | history | show [N] | clear | report FILE.html | "
-                   "queue [status | pause | resume | clear | run | add STEP ARG=8x128 ...] | save [full | summary] | "
+                   "queue [status | pause | resume | clear | run | add STEP ARG=8x128 ...] | save [full | summary] | mode [full | lean] | "
                    "profile [on [STEPS | all] | off | export DIR [N]].")
     @line_cell_magic
     def xla(self, line: str, cell: str | None = None):
@@ -100,6 +101,7 @@ class XlaMagics(Magics):
             if args.quiet:
                 _tell_side_panel(self.shell, run.capture)
             else:
+                session.settle()  # the views show the analysis
                 _show(self.shell, _report(session, run.capture), save=args.save or session.save)
         if held.interrupted and error is None:
             error = KeyboardInterrupt("interrupted after the cell's code had run (the capture is recorded)")
@@ -110,6 +112,7 @@ class XlaMagics(Magics):
     # --- %xla ---------------------------------------------------------------------------------
     def _line(self, command: list[str]):
         session = session_mod.get()
+        session.settle()  # (every command reads complete captures)
         verb = command[0] if command else "status"
         if verb not in LINE_COMMANDS:
             raise UsageError(f"unknown %xla command {verb!r}; use one of: {', '.join(LINE_COMMANDS)}")
@@ -137,6 +140,8 @@ class XlaMagics(Magics):
             self._profile(session, command[1:])
         elif verb == "whatif":
             return self._whatif(session, command[1:])
+        elif verb == "mode":
+            self._mode(session, command[1:])
         elif verb == "clear":
             n = len(session.history)
             session.clear()
@@ -220,6 +225,18 @@ class XlaMagics(Magics):
 
             display(live_widget(result))
         return None
+
+    def _mode(self, session, words: list[str]) -> None:
+        """``%xla mode [full | lean]``: what ``%%xla`` records (runtime.set_mode: only before the first
+        device use)."""
+        from xla_lab import runtime
+
+        if not words:
+            print(f"xla_lab: capture mode {session.runtime.mode}. " + runtime.MODE_WORDS[session.runtime.mode])
+            return
+        if len(words) > 1 or words[0] not in ("full", "lean"):
+            raise UsageError("usage: %xla mode [full | lean]")
+        print("xla_lab: " + runtime.set_mode(words[0]))
 
     def _save(self, session, words: list[str]) -> None:
         if len(words) > 1 or (words and words[0] not in SAVE_CHOICES):
@@ -402,6 +419,7 @@ def _tell_side_panel(shell, capture) -> None:
         return
     from xla_lab.view.panel import quiet_message
 
+    session_mod.get().settle()
     try:
         send_to_side_panel(quiet_message(capture, PROMPTS))
     except Exception as exc:  # the side panel misses one run; the cell and its capture are fine

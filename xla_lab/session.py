@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+import threading
 
 from xla_lab import runtime, settings
 from xla_lab.capture.analysis import CellFiles, analyze
@@ -39,7 +40,11 @@ class Session:
             self.runtime.persistent_cache = persistent.enable(self.runtime.device_env)
         self.store = ArtifactStore()
         self.dumps = DumpDirectory(self.runtime.dump_dir)
-        self.history: list[CellCapture] = []
+        from xla_lab.profile.lean_modules import LeanModules
+
+        self.lean_modules = LeanModules()  # lean capture's modules, from the profiler sessions
+        self._history: list[CellCapture] = []
+        self._completing: threading.Thread | None = None  # the last capture's completion (defer())
         # Oldest captures are dropped past this many (XLA_LAB_MAX_HISTORY, default 1000; 0 = keep all):
         # a capture is a few KB without its graphs, but a day of cells adds up.
         self.max_history = settings.current().max_history
@@ -52,6 +57,44 @@ class Session:
         # the raw profiles (XSpace bytes) of the last profiled captures, for the XProf export; the
         # capture itself keeps the joined record
         self._profiles: list[tuple[CellCapture, bytes]] = []
+
+    @property
+    def history(self) -> list[CellCapture]:
+        """The captures, oldest first, each complete (``settle()``)."""
+        self.settle()
+        return self._history
+
+    @property
+    def lean(self) -> bool:
+        return self.runtime.mode == "lean"
+
+    def defer(self, capture: CellCapture, work) -> None:
+        """Finish ``capture`` in the background: ``work()`` (analysing new graphs, recompile reasons,
+        compile profiles, advice) needs no device and nothing the user does next, so the cell ends without
+        waiting for it. Whatever reads captures, and every next execution, waits for it first (``settle``).
+        Runs after the previous capture's work, in order; its failure is a note on the capture."""
+        previous = self._completing
+
+        def run():
+            if previous is not None:
+                previous.join()
+            try:
+                work()
+            except Exception as exc:  # never lose the capture to its analysis
+                capture.notes.append(f"xla_lab's analysis of the cell failed: {type(exc).__name__}: {exc}")
+
+        thread = threading.Thread(target=run, name="xla_lab-complete-capture", daemon=True)
+        self._completing = thread
+        thread.start()
+
+    def settle(self) -> None:
+        """Wait for the captures' deferred work (``defer``); at once when there is none."""
+        thread = self._completing
+        if thread is None or thread is threading.current_thread():
+            return
+        thread.join()
+        if self._completing is thread:
+            self._completing = None
 
     def start_queue(self, namespace=None):
         """The precompile queue of this kernel (made once)."""
@@ -82,21 +125,22 @@ class Session:
         return CellRecorder(self.runtime, self.store, self.dumps, cell_id=cell_id,
                             execution_count=execution_count, source=source, cell_file=cell_file,
                             graph_name=graph_name, track_lines=track_lines, cells=cells,
-                            earlier=self.history,
+                            earlier=self._history,
                             claim_precompiled=self.queue.claim if self.queue is not None else None)
 
     def add(self, capture: CellCapture) -> None:
-        self.history.append(capture)
-        if self.max_history and len(self.history) > self.max_history:
-            extra = len(self.history) - self.max_history
-            del self.history[:extra]
+        self._history.append(capture)
+        if self.max_history and len(self._history) > self.max_history:
+            extra = len(self._history) - self.max_history
+            del self._history[:extra]
             self.dropped_history += extra
-        self.store.trim()  # the LRU cap on stored graph text (capture/store.py)
+        # (the store is trimmed once the capture's analysis is done: cell_run's deferred work)
 
     def absorb_outside_work(self, claim: bool = True) -> list[str]:
         """After work outside ``%%xla`` cells (plain cells, precompile jobs): keep the HLO of graphs it
         compiled (a later ``%%xla`` cell that hits them analyses and shows it), empty the logs, and
         delete the dump's other files. Returns the hashes compiled, in order."""
+        self.settle()
         if not self.runtime.sync_log:
             self.dumps.collect()
             return []
@@ -143,7 +187,8 @@ class Session:
         return explain(signatures[0], signatures[1], compared_with="the job's graph")
 
     def clear(self) -> None:
-        self.history.clear()
+        self.settle()
+        self._history.clear()
         self._profiles.clear()
         self.store.clear()
 

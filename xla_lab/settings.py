@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping
 
 SAVE_CHOICES = ("full", "summary")  # XLA_LAB_SAVE, %xla save, %%xla --save
+CAPTURE_MODES = ("full", "lean")  # XLA_LAB_CAPTURE, %xla mode
 
 # Written by xla_lab for itself, not by users (see the module's docstring).
 PID_ENV = "XLA_LAB_PID"
@@ -124,6 +125,10 @@ class Settings:
     save: str = _setting(
         "XLA_LAB_SAVE", "full", _choice(SAVE_CHOICES), " or ".join(SAVE_CHOICES),
         "what notebooks keep of a %%xla output until %xla save changes it: every view, or a summary to share")
+    capture: str = _setting(
+        "XLA_LAB_CAPTURE", "full", _choice(CAPTURE_MODES), " or ".join(CAPTURE_MODES),
+        "what %%xla records: full (XLA's dump: every view; a compile takes about 1.1-1.4x as long) or lean "
+        "(no dump, modules from the compile's profiler session: no graph before optimization, near-plain speed)")
     ir_log: bool = _setting(
         "XLA_LAB_IR_LOG", False, _switch("any value but 0 turns it on"), "1 = on, 0 = off",
         "torch_xla's own lazy-IR text of every sync, cache hits too (costly); off, the graph is rebuilt from the HLO")

@@ -67,7 +67,13 @@ class CellFiles:
         return None
 
 
-def analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) -> list[str]:
+LEAN_BEFORE = ("(lean capture: XLA's dump is off, so the graph before optimization was not recorded; the lazy "
+               "graph, baked-in constants and exact recompile reasons come from it. To see them, run the cell "
+               "in full capture: restart the kernel and leave out `%xla mode lean` / XLA_LAB_CAPTURE=lean)")
+
+
+def analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles, *,
+            proto_after: bytes | None = None, allocations: list | None = None) -> list[str]:
     """Fill ``art.fusions``, ``art.memory``, ``art.signature``, ``art.large_constants``, ``art.spmd``,
     ``art.node_info`` and (unless torch_xla's own IR text is there) ``art.ir_text`` rebuilt from the
     HLO. Returns problems worth a note.
@@ -83,6 +89,8 @@ def analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) -
     was_enabled = gc.isenabled()
     gc.disable()
     try:
+        if proto_after is not None:
+            return _analyze_lean(art, proto_after, allocations, cells)
         return _analyze(art, proto_before, cells)
     finally:
         if was_enabled:
@@ -137,6 +145,70 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
     except ShardingParseError as exc:
         problems.append(f"could not read the graph's shardings: {exc}")
     return problems
+
+
+def _analyze_lean(art: GraphArtifacts, proto_after: bytes, allocations: list | None, cells: CellFiles) -> list[str]:
+    """Lean capture: the same analysis from the optimized module alone. Its instructions carry their own
+    call stacks (the profiler's ``HloProto`` keeps the frame table), so kernels are matched to lines
+    within the module; the signature for recompile reasons is the optimized module's (``optimized_signature``)."""
+    from xla_lab.hlo.hlo_proto import with_shapes
+
+    problems: list[str] = []
+    art.lean = True
+    art.hlo_before = LEAN_BEFORE
+    art.ir_text = art.ir_source = art.node_info = art.large_constants = None
+    after = _parse(art.hlo_after, "optimized HLO", problems)
+    stacks = _stacks(proto_after, problems)
+    if after is None:
+        return problems
+    if stacks:
+        stacks = repair_stacks(after, stacks)
+    by_key = _lines_by_key(after, stacks, cells.line, cells.model_line)
+    lines_of, model_lines_of = map(_matcher, by_key)
+    calls = loop_calls(after, after, stacks, cells)
+    fmap = build_fusion_map(after, lines_of, _innermost, model_lines_of,
+                            loop_lines={w: (c["lines"], c["model_lines"]) for w, c in calls.items()})
+    art.fusions = [k.to_dict() for k in fmap.kernels]
+    art.loops = loop_records(fmap, after, calls)
+    names = {ins.name: ins for ins in after.instructions()}
+    shape_of = lambda name: names[name].shape_text if name in names else None  # noqa: E731
+    art.memory = memory_summary(None, None, source_of=lambda name: _source(after, name, lines_of),
+                                allocations=with_shapes(allocations, shape_of) if allocations is not None else None)
+
+    def where_of(ins) -> str | None:
+        ln = cells.line(stacks.get(ins.name, []))
+        return ref_with_code(ln) if ln else (_short(ins.source) if ins.source else None)
+
+    art.signature = optimized_signature(after, where_of)
+    try:
+        art.spmd = spmd_summary(None, after, art.fusions, lambda ins: cells.line(stacks.get(ins.name, [])))
+    except ShardingParseError as exc:
+        problems.append(f"could not read the graph's shardings: {exc}")
+    return problems
+
+
+def optimized_signature(after: HloModule, where_of) -> dict:
+    """A signature (``hlo/signature.py``) read from the optimized module, for lean capture: its entry
+    parameters (XLA keeps their order and shapes), the scalar constants of every computation that came
+    from traced code (an op type in their metadata: fusion may have moved them into a kernel), the
+    traced ops left after optimization, in order, and the outputs. ``"source": "optimized"`` says so."""
+    entry = after.entry
+    params = [{"index": n, "shape": str(p.shape), "where": where_of(p)} for n, p in enumerate(entry.parameters)]
+    constants, nodes = [], []
+    for ins in after.instructions():
+        op = ins.op_type
+        if ins.opcode == "constant" and op and not ins.shape.is_tuple and ins.shape.elements <= 1:
+            constants.append({"value": ins.literal, "shape": str(ins.shape), "op": _aten(op), "where": where_of(ins)})
+        elif op and ins.opcode not in ("parameter", "constant"):
+            nodes.append({"op": _aten(op), "shape": str(ins.shape), "where": where_of(ins)})
+    root = entry.root
+    outputs = [str(s) for s in root.shape.leaves()] if root.shape.is_tuple else [str(root.shape)]
+    return {"params": params, "constants": constants, "nodes": nodes, "outputs": outputs, "source": "optimized"}
+
+
+def _aten(op_type: str) -> str:
+    ns, sep, name = op_type.partition("__")
+    return f"{ns}::{name}" if sep else op_type
 
 
 def loop_calls(after: HloModule, before: HloModule | None, stacks: dict[str, list[PyFrame]],

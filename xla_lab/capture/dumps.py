@@ -34,10 +34,24 @@ class CompiledModule:
     # the binary dump before optimization: it alone carries each op's full Python stack (XLA also
     # writes the optimized module's, ten times larger and not needed: deleted unread)
     proto_before: bytes | None = None
+    # Lean capture (no dump; ``profile/lean_modules.py``): the optimized module as a profiler session
+    # recorded it, its unique id, and its buffer allocations; the text is printed from it when analysed.
+    module_proto: bytes | None = None
+    allocations: list | None = None
 
     @property
     def label(self) -> str:
         return f"module_{self.number:04d}"
+
+    def ensure_text(self) -> None:
+        """Lean capture: print the optimized module's text from its proto (torch_xla's own printer, the
+        dump's format with operand shapes), once."""
+        if self.hlo_after is None and self.module_proto:
+            import torch_xla
+
+            xlac = torch_xla._XLAC
+            self.hlo_after = xlac._xla_computation_text(
+                xlac._xla_op_computation_from_module_proto(self.graph_name, self.module_proto))
 
 
 def _kind(kind: str) -> str:

@@ -26,6 +26,11 @@ from .store import ArtifactStore
 from .xla_logs import AppendedLog, CompileWatch, parse_debug_log, parse_ir_log
 
 
+EXECUTE_METRICS = ("ExecuteTime", "ExecuteReplicatedTime")
+LEAN_REASON = (" (lean capture: compared on the optimized modules, whose inputs and ops are XLA's after "
+               "optimization; full capture compares the traced graphs)")
+
+
 class CellRecorder:
     """Records one run of one cell. Use ``start()``, run the cell, then ``finish()``."""
 
@@ -49,7 +54,10 @@ class CellRecorder:
         self._sync_log = AppendedLog(runtime.debug_file)
         self._ir_log = AppendedLog(runtime.ir_file)
         self._tracking = LineTracking(track_lines)
-        self._hook = SyncHook(str(runtime.debug_file), self._tracking)
+        self.lean = getattr(runtime, "mode", "full") == "lean"
+        self._hook = SyncHook(str(runtime.debug_file), self._tracking, frames=self.lean, cell_file=cell_file)
+        self._to_analyze: list[tuple] = []  # (artifacts, module) of graphs to analyse in complete()
+        self._paired: list[joins.Paired] = []
         self._before: MetricsSnapshot | None = None
         self._previous_graph_name: str | None = None
         self._t0 = 0.0
@@ -101,9 +109,14 @@ class CellRecorder:
         finally:
             self._hook.final_pending = False
 
-    def finish(self, error: BaseException | None = None) -> CellCapture:
-        """Wait for the device, read every source, build the steps. Never raises for capture
-        problems: they become notes on the capture."""
+    def finish(self, error: BaseException | None = None, modules: list | None = None, lean=None) -> CellCapture:
+        """Wait for the device, read every source, build the steps and their timings. Never raises for
+        capture problems: they become notes on the capture. What takes time and is not needed before
+        the cell ends (analysing new graphs, recompile reasons) is left for ``complete()``.
+        ``modules``: lean capture's compiled modules (``profile/lean_modules.py``), in place of the dump's;
+        ``lean``: (its ``LeanModules``, [(session bytes, executions counted when it opened)]), to tell which
+        module each execution ran."""
+        self._lean = lean
         import torch_xla
         import torch_xla.core.xla_model as xm
 
@@ -125,7 +138,8 @@ class CellRecorder:
             delta = MetricsDelta(self._before, after)
             events = parse_debug_log(self._sync_log.read_and_reset())
             irs = parse_ir_log(self._ir_log.read_and_reset()) if self.runtime.ir_log else []
-            modules = self.dumps.collect()
+            if modules is None:
+                modules = self.dumps.collect()
             self.capture.wall_s = end - self._t0
             self.capture.metrics = delta.as_dict()
             self.capture.fallback_ops = dict(delta.fallbacks)
@@ -142,16 +156,21 @@ class CellRecorder:
     # --- joining the sources ---------------------------------------------------------------
     def _build_steps(self, events, irs, modules, delta: MetricsDelta) -> None:
         executions = [e for e in events if e.kind == "execute"]
-        if delta.counts["execute"] and not executions and self.runtime.sync_log:
+        if self.lean:  # (lean: the log has compiles only)
+            executions = [e for e in events if e.kind == "compile"]
+            seen = delta.counts["compile"]
+        else:
+            seen = delta.counts["execute"]
+        if seen and not executions and self.runtime.sync_log:
             self.runtime.sync_log = False
             self.capture.notes.append(
                 "torch_xla's sync log is not reaching xla_lab in this kernel (the runtime started "
                 "before xla_lab was loaded), so steps are rebuilt from metrics only."
             )
-        if executions:
+        if self.lean and self.runtime.sync_log:
+            self._steps_lean(events, modules, delta)
+        elif executions:
             self._steps_from_events(events, irs, modules)
-            joins.explain_recompiles(self.capture.steps, joins.previous_runs(self.capture, self.earlier, self.named),
-                                    self.earlier, self.capture.execution_count)
         else:
             self.capture.steps = joins.steps_from_metrics(delta.samples, self.capture.graph_name)
             self._explicit_of_step = [None] * len(self.capture.steps)
@@ -188,14 +207,75 @@ class CellRecorder:
                 f"were dropped ({lost}), so the first steps have no per-step timings. Totals are exact."
             )
 
+    def complete(self) -> list[str]:
+        """The work ``finish()`` left: analyse each graph the cell compiled (or first ran, when it was
+        compiled outside ``%%xla``) once, then say why each miss recompiled. Returns notes."""
+        notes: list[str] = []
+        pending, self._to_analyze = self._to_analyze, []
+        for artifacts, module in pending:
+            if module.module_proto is not None:  # lean: the text is printed from the session's proto
+                module.ensure_text()
+                artifacts.hlo_after = module.hlo_after
+                notes.extend(analyze(artifacts, None, self.cells, proto_after=module.module_proto,
+                                     allocations=module.allocations))
+            else:
+                notes.extend(analyze(artifacts, module.proto_before, self.cells))
+        if self._paired or any(s.cache == "miss" for s in self.capture.steps):
+            earlier = [c for c in self.earlier if c is not self.capture]  # (the history holds this run by now)
+            joins.explain_recompiles(self.capture.steps, joins.previous_runs(self.capture, earlier, self.named),
+                                     earlier, self.capture.execution_count)
+            if self.lean:
+                for step in self.capture.steps:
+                    if step.cache == "miss" and step.recompile_reason and step.artifacts is not None \
+                            and step.artifacts.lean:
+                        step.recompile_reason += LEAN_REASON
+        return notes
+
+    def _steps_lean(self, events, modules, delta: MetricsDelta) -> None:
+        """Lean capture: executions from metrics, explicit syncs from the hook, compiles from the sync
+        log's compile blocks (``steps.pair_lean``); the modules from the profiler session, in order."""
+        compiles = [e for e in events if e.kind == "compile"]
+        runs = joins.previous_runs(self.capture, [c for c in self.earlier if c is not self.capture], self.named)
+        known: dict = {}
+        for run in reversed(runs):  # (newest last: its sites win)
+            known.update(getattr(run, "lean_sites", None) or {})
+        executions = delta.samples["execute"]
+        programs, graph_of = [None] * len(executions), {}
+        if self._lean is not None:
+            lean_modules, recorded = self._lean
+            first = sum(m.count for name, m in self._before.metrics.items() if name in EXECUTE_METRICS)
+            programs, graph_of = lean_modules.programs(recorded, first, len(executions)), lean_modules.graph_of
+        paired = joins.pair_lean(compiles, self._hook.records, executions, delta.samples["compile"],
+                                 known, self.capture.graph_name, programs, graph_of)
+        misses = [p for p in paired if p.miss]
+        if len(modules) == len(misses):
+            for n, p in enumerate(misses):
+                p.module = n
+                graph_of[modules[n].number] = p.event.graph_hash
+        elif misses:
+            self.capture.notes.append(
+                f"lean capture: the profiler session brought {len(modules)} new modules for the cell's "
+                f"{len(misses)} compiles, so the compiled modules could not be told apart; the steps have no HLO.")
+        self._join(paired, {}, modules)
+        self.capture.lean_sites = joins.lean_sites(self.capture.steps, paired)
+        if any(s.graph_hash == "unknown" for s in self.capture.steps):
+            self.capture.notes.append(
+                "lean capture: some cached steps ran a graph the cell had not synced from that place before; "
+                "torch_xla's per-execution analysis, which names it, is off in lean mode, so their graph is unknown.")
+
     def _steps_from_events(self, events, irs, modules) -> None:
-        """The joined steps, with each graph's text stored once and each new compile analysed once."""
+        """The joined steps, with each graph's text stored once and each new compile queued for analysis."""
         ir_by_hash = {}
         for g in irs:
             ir_by_hash.setdefault(g.graph_hash, g.ir_text)
         paired = joins.pair_executions(events, len(modules), self._hook.records)
+        self._join(paired, ir_by_hash, modules)
+
+    def _join(self, paired, ir_by_hash: dict, modules) -> None:
         steps = joins.steps_of(paired, self.cell_file, self.source_lines, self.cells.files)
         for step, p in zip(steps, paired):
+            if step.graph_hash == "unknown":  # (lean capture: a hit of a graph it cannot name)
+                continue
             artifacts = step.artifacts = self.store.get_or_create(step.graph_hash, step.graph_name)
             if step.graph_hash in ir_by_hash:
                 self.store.attach_ir(artifacts, ir_by_hash[step.graph_hash])
@@ -207,10 +287,11 @@ class CellRecorder:
                     self.capture.notes.append(f"no XLA dump was found for the compile of {step.graph_hash}")
             module = module or self.store.take_unanalyzed(step.graph_hash)  # compiled outside %%xla
             if module is not None:
-                self.capture.notes.extend(analyze(artifacts, module.proto_before, self.cells))
+                self._to_analyze.append((artifacts, module))
             if not p.miss and self.claim_precompiled is not None:
                 step.saved_s = self.claim_precompiled(step.graph_hash)
                 if step.saved_s is not None:
                     step.cache = "precompiled"
         self._explicit_of_step = [p.explicit for p in paired]
+        self._paired = paired
         self.capture.steps = steps

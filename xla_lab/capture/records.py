@@ -87,6 +87,11 @@ class GraphArtifacts:
     # True once the store dropped this graph's text to bound memory (capture/store.py): the HLO
     # fields then hold a sentence saying so; the graph text and the analysis are gone.
     evicted: bool = False
+    # Recorded by lean capture (runtime.py, capture/lean.py): the optimized module, its buffers and
+    # stacks from the compile's profiler session; no module before optimization (``hlo_before`` holds
+    # a sentence saying so, ``ir_text``, ``node_info`` and ``large_constants`` are None, ``signature``
+    # is read from the optimized module).
+    lean: bool = False
 
     @property
     def ir_nodes(self) -> int | None:

@@ -39,6 +39,10 @@ class ExplicitSync:
     final: bool = False  # xla_lab's own end-of-cell sync
     held_s: float = 0.0  # time xla_lab's listeners took inside the hook after the sync (not the user's)
     fallbacks: dict[str, int] | None = None  # cumulative CPU-fallback counts when it was called
+    frames: list[Frame] | None = None  # lean capture: the caller's frames up to the cell (the hook walks them)
+    # lean capture: not a sync but torch.compile's openxla backend running a graph it traced
+    # (``_run_cached_graph``), whose hash it passes
+    graph_hash: str | None = None
 
 
 @dataclass
@@ -86,6 +90,95 @@ def pair_executions(events: list[SyncEvent], modules: int, explicit: list[Explic
         record = next(executed, None) if is_explicit else None
         out.append(Paired(ev, miss, module, record))
     return out
+
+
+def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], executions: list[Sample],
+              compile_samples: list[Sample], known: dict[tuple, str] | None = None,
+              graph_name: str | None = None, programs: list[int | None] | None = None,
+              graph_of: dict[int, str] | None = None) -> list[Paired]:
+    """Lean capture's executions, without torch_xla's per-execution analysis: one per ExecuteTime
+    sample, in time order. An execution that began after a compile ended (CompileTime samples, in
+    order) is that compile's miss and takes the next compile block of the sync log (graph hash, name,
+    frames). An execution is an explicit sync's when it began after the sync was entered and that sync
+    has not been given one yet (execution is asynchronous: it begins once the sync has handed the graph
+    over, before the next step is traced); the others are implicit syncs (a value read).
+
+    Which graph a cache hit ran is not logged in lean mode. ``programs`` (the module each execution ran,
+    from the profiler session while it was open: ``profile/lean_modules.py``) and ``graph_of`` (module
+    -> graph hash, learnt here from the misses too) name it; else it is the graph last run from the
+    same place: the sync's line for an explicit sync, the position after the last explicit sync for an
+    implicit one (a loop repeats itself), the cell's earlier runs' places in ``known``; else
+    ``"unknown"``. An implicit hit has no frames of its own: it takes those of the step that last synced
+    at its place."""
+    synced = [r for r in explicit if r.executed]
+    compiles_left = list(compiles)
+    ends = [c.end for c in compile_samples]
+    programs = programs if programs is not None else [None] * len(executions)
+    graph_of = graph_of if graph_of is not None else {}
+    claimed: set[int] = set()
+    site_graph = dict(known or {})
+    site_frames: dict[tuple, list[Frame]] = {}
+    since_explicit = 0
+    out = []
+    for ex, program in zip(executions, programs):
+        miss = bool(ends) and ends[0] <= ex.start + 1e-3
+        if miss:
+            ends.pop(0)
+        record = None
+        for i in range(len(synced) - 1, -1, -1):
+            if synced[i].enter <= ex.start + 1e-4:
+                if i not in claimed:
+                    claimed.add(i)
+                    record = synced[i]
+                break
+        frames = (record.frames or []) if record is not None else []
+        ran = record if record is not None and record.graph_hash is not None else None
+        if ran is not None:  # torch.compile ran a graph it names: not a sync
+            record = None
+        if record is None:  # (by its place in the loop's iteration: the first one starts with the cell)
+            site = ("after", since_explicit)
+            since_explicit += 1
+        else:
+            site = _site(record, frames)
+        compiled = miss and bool(compiles_left)
+        if compiled:
+            event = compiles_left.pop(0)
+            if ran is not None:  # (torch.compile traced and compiled it before running it: say what ran it)
+                event = SyncEvent("compile", event.xla_cause, event.graph_name, event.graph_hash, frames=frames)
+            elif not event.frames:
+                event = SyncEvent("compile", event.xla_cause, event.graph_name, event.graph_hash, frames=frames)
+            if program is not None:
+                graph_of[program] = event.graph_hash
+        else:
+            graph = graph_of.get(program) if program is not None else None
+            if ran is not None:
+                graph = ran.graph_hash
+            elif record is None:
+                frames = site_frames.get(site, [])
+            event = SyncEvent("execute", "", graph_name, graph or site_graph.get(site, "unknown"), frames=frames)
+        site_graph[site] = event.graph_hash
+        site_frames[site] = event.frames
+        if record is not None:
+            since_explicit = 0
+        out.append(Paired(event, compiled, None, record))
+    return out
+
+
+def _site(record: ExplicitSync, frames: list[Frame]) -> tuple:
+    """Where an explicit sync happened, as lean capture tells hits apart: the end-of-cell sync, or the
+    innermost frame of the user's code (the sync log's frames start inside xla_lab's hook, the hook's own
+    inside torch_xla)."""
+    if record.final:
+        return ("final",)
+    first = model_frame(frames)
+    return ("explicit", (first.file, first.line) if first is not None else None)
+
+
+def lean_sites(steps: list[StepRecord], paired: list[Paired]) -> dict[tuple, str]:
+    """Explicit sync place -> graph hash of a run's steps, for the cell's next run (``pair_lean``'s
+    ``known``; an implicit sync's place is relative to the run's explicit syncs)."""
+    return {_site(p.explicit, p.explicit.frames or []): s.graph_hash for s, p in zip(steps, paired)
+            if s.graph_hash != "unknown" and p.explicit is not None}
 
 
 def steps_of(paired: list[Paired], cell_file: str | None, source_lines: list[str],

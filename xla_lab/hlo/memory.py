@@ -55,18 +55,24 @@ def parse_buffer_assignment(text: str) -> list[Allocation]:
 
 
 def memory_summary(memory_report: str | None, buffer_assignment: str | None,
-                   source_of=lambda name: None, top: int = 8) -> dict:
+                   source_of=lambda name: None, top: int = 8, allocations: list[Allocation] | None = None) -> dict:
     """Peak, parameters, outputs, temporaries, and the largest buffers with what they hold.
 
-    ``source_of(instruction name)`` gives the source location dict of the op that wrote a buffer."""
+    ``source_of(instruction name)`` gives the source location dict of the op that wrote a buffer.
+    ``allocations``: the buffer assignment already read (from a profiler session's ``HloProto``,
+    ``hlo_proto.py``) instead of the dump's text; the peak is then the memory report's "Total bytes
+    used", which XLA sums over every allocation."""
     out: dict = {}
     if memory_report:
         m = _TOTAL.search(memory_report)
         if m:
             out["peak_bytes"] = int(m[1])
-    if not buffer_assignment:
-        return out
-    allocations = parse_buffer_assignment(buffer_assignment)
+    if allocations is None:
+        if not buffer_assignment:
+            return out
+        allocations = parse_buffer_assignment(buffer_assignment)
+    elif allocations:
+        out.setdefault("peak_bytes", sum(a.size for a in allocations))
     sums = {"parameter": 0, "output": 0, "temp": 0, "constant": 0, "thread-local": 0}
     for a in allocations:
         sums[a.kind] = sums.get(a.kind, 0) + a.size

@@ -21,6 +21,8 @@ class CompileWindow:
         self._compiles = 0  # torch_xla's UncachedCompile at the last look
         self._hits = 0
         self.chunks: list[bytes] = []  # what each opening recorded
+        self.opened_at: list[int] = []  # torch_xla's execution count when each opening began (lean capture)
+        self._opened = 0
         self.missed = 0  # graphs compiled while the window was closed
         self.failure: str | None = None  # why there is no session (another profiler runs, ...)
         self.closed_by_steady = 0  # how often the window closed on a steady loop
@@ -43,6 +45,9 @@ class CompileWindow:
         except Exception as exc:  # e.g. a session started through the profiler server
             self.failure = f"the profiler could not start: {exc}"
             return False
+        from .session import _executions
+
+        self._opened = _executions()
         self._yield_to_user_traces(xp)
         return True
 
@@ -100,11 +105,12 @@ class CompileWindow:
             return
         try:
             self.chunks.append(bytes(session.stop()))
+            self.opened_at.append(self._opened)
         except Exception as exc:  # the cell goes on; the compile profiles of this opening are lost
             self.failure = f"the profiler session failed to end: {type(exc).__name__}: {exc}"
 
     def stop(self) -> list[bytes]:
-        """End the window (at the cell's end); every opening's bytes."""
+        """End the window (at the cell's end); every opening's bytes (``opened_at`` stays, parallel)."""
         self._close()
         self._restore_user_traces()
         chunks, self.chunks = self.chunks, []

@@ -88,3 +88,8 @@ class ProfilerSession:
     @property
     def running(self) -> bool:
         return self._session is not None
+
+    @property
+    def executions_at_start(self) -> int:
+        """torch_xla's execution count when the session started (its first execution is the next)."""
+        return self._executions_at_start

@@ -155,7 +155,9 @@ def gc_paused():
             gc.enable()
 
 
-def _read_space(data, names, prefixes, with_stat, stats, bare, whole_lines_with=None) -> list[Plane]:
+def parse_space(data: bytes):
+    """The XSpace message itself (the schema above), for readers of what ``read_space`` leaves out, such
+    as the metadata plane's module protos (``lean_modules.py``)."""
     from google.protobuf.message import DecodeError
 
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -165,6 +167,11 @@ def _read_space(data, names, prefixes, with_stat, stats, bare, whole_lines_with=
         space.ParseFromString(bytes(data))
     except (DecodeError, RecursionError) as exc:
         raise ProfileFormatError(f"not a valid XSpace protobuf ({exc})") from None
+    return space
+
+
+def _read_space(data, names, prefixes, with_stat, stats, bare, whole_lines_with=None) -> list[Plane]:
+    space = parse_space(data)
     if not space.planes and not space.errors:
         raise ProfileFormatError("the profile holds no planes")
     planes = []

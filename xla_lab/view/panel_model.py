@@ -134,6 +134,11 @@ def _current_lines(data: dict, report: Report) -> None:
                 buffer["source"] = report.shown_in(buffer["source"], compiled_in)
 
 
+LEAN_GRAPH = ("Lean capture records no graph before optimization (XLA's dump is off), so the lazy graph "
+              "cannot be drawn. The kernels, HLO after optimization, memory and compile profile are in the other "
+              "tabs. For the graph, run the cell in full capture (a kernel without %xla mode lean).")
+
+
 def graph_model(art: GraphArtifacts, steps: list[int] | None = None, report: Report | None = None) -> dict:
     """Nodes, edges and roots of one graph, each node with its kernel, scope and cell line (as the
     ``report`` names it, when given)."""
@@ -166,7 +171,9 @@ def graph_model(art: GraphArtifacts, steps: list[int] | None = None, report: Rep
             # added to the contract: where the nodes come from, the steps that ran this graph, and the
             # share of (non-input) nodes mapped to a kernel
             "ir_source": art.ir_source, "steps": list(steps or []),
-            "kernel_share": round(with_kernel / computing, 4) if computing else None}
+            "kernel_share": round(with_kernel / computing, 4) if computing else None,
+            # (why there are no nodes: lean capture records no graph before optimization)
+            "absent": LEAN_GRAPH if art.lean and not nodes else None}
 
 
 # --- source lines -------------------------------------------------------------------------------

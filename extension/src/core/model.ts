@@ -56,6 +56,8 @@ export interface GraphNode {
 
 export interface Graph {
   name: string; hash: string; nodes: GraphNode[]; edges: [number, number][]; roots: number[];
+  /** Why the graph has no nodes, when the kernel says (lean capture records no graph before optimization). */
+  absent?: string | null;
 }
 
 /** One row of the step table (summary.rows), folded by the Python side (panel_model.py): a run of steps
@@ -249,7 +251,9 @@ export function parseGraph(v: unknown, path = "graph"): Graph {
     return [s, d] as [number, number];
   });
   const roots = arr(o.roots ?? [], `${path}.roots`).map((r, i) => num(r, `${path}.roots[${i}]`));
-  return { name: str(o.name ?? "graph", `${path}.name`), hash: str(o.hash ?? "", `${path}.hash`), nodes, edges, roots };
+  const absent = strOrNull(o.absent ?? null, `${path}.absent`);
+  return { name: str(o.name ?? "graph", `${path}.name`), hash: str(o.hash ?? "", `${path}.hash`), nodes, edges, roots,
+    ...(absent ? { absent } : {}) };
 }
 
 /** A SourceRef as it came (its optional fields kept as given, null included), checked. */

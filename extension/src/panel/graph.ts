@@ -105,7 +105,7 @@ export class GraphView {
     const g = this.graph;
     if (!g || g.nodes.length === 0) {
       clear(this.canvas);
-      this.canvas.append(h("p", { class: "xla-muted xla-empty" }, g ? "The graph has no nodes." : "No graph was captured for this step."));
+      this.canvas.append(h("p", { class: "xla-muted xla-empty" }, g ? (g.absent ?? "The graph has no nodes.") : "No graph was captured for this step."));
       this.status.textContent = "";
       this.el.dataset.rendered = "empty";
       return;
