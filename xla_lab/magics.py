@@ -281,13 +281,17 @@ class XlaMagics(Magics):
             raise UsageError("usage: %xla report FILE.html")
         from xla_lab.view.static_html import report_html
 
-        page = report_html(list(session.history), prompts=PROMPTS)
+        from xla_lab.precompile.fit import RESULTS as FITS
+
+        fits = [r.to_dict() for r in FITS if r.finished]
+        page = report_html(list(session.history), prompts=PROMPTS, fits=fits)
         try:
             with open(words[0], "w", encoding="utf-8") as f:
                 f.write(page)
         except OSError as exc:
             raise UsageError(f"cannot write {words[0]}: {exc.strerror or exc}") from None
-        print(f"xla_lab: wrote {len(session.history)} captures to {words[0]}")
+        print(f"xla_lab: wrote {len(session.history)} captures" + (f" and {len(fits)} fits" if fits else "")
+              + f" to {words[0]}")
 
     def _queue(self, session, command: list[str]):
         """%xla queue [status|pause|resume|clear|run|add STEP ARG=AxB ...]"""

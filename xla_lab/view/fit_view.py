@@ -83,6 +83,8 @@ def to_text(d: dict) -> str:
 
 
 def _where(b: dict) -> str:
+    if b.get("kind") == "parameter":  # an input of the program: no op of the step wrote it
+        return "an input of the step (weights, optimizer state or the batch)"
     src = b.get("source")
     if isinstance(src, dict) and str(src.get("file") or "").endswith("shadow.py"):
         return "the step's state (weights, optimizer state)"
