@@ -6,7 +6,8 @@ then ``xla_lab.fit`` the batch against a budget. Prints per model: compiles used
 answer), the answer and its peak, the line's prediction error at the confirmed size, and the time
 the fit took.
 
-Usage: python benchmarks/bench_fit.py [--models resnet18,gpt2,decoder_only] [--repeat N]
+Usage: python benchmarks/bench_fit.py [--models resnet18,gpt2,decoder_only] [--repeat N] (with N > 1 it
+prints each model's spread: the project's goals are met when met in three runs in a row)
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{'model':<14} {'compiles':>8} {'answer':>7} {'peak':>10} {'budget':>10} {'line error':>10} "
           f"{'time':>8}")
-    for name in args.models.split(","):
-        for _ in range(args.repeat):
+    runs: dict[str, list[dict]] = {}
+    for _ in range(args.repeat):  # (rounds over the models: a run-to-run drift hits every model alike)
+        for name in args.models.split(","):
             t0 = time.time()
             d = run(name)
+            runs.setdefault(name, []).append(d)
             a = d["answer"] or {}
             err = d["prediction_error"]
             print(f"{name:<14} {d['compiles']:>8} {a.get('size', '-'):>7} "
@@ -65,6 +68,16 @@ def main() -> None:
                   f"{'-' if err is None else f'{100 * err:+.2f}%':>10} {d['bench_s']:>7.1f}s"
                   f"  ({time.time() - t0:.0f} s with start-up; state {d['state']})"
                   + (f"\n  error: {d['error']}" if d.get("error") else ""), flush=True)
+            print(f"  sizes: " + ", ".join(f"{p['size']} {p['role']}" for p in d["points"]), flush=True)
+    if args.repeat > 1:
+        print(f"\nspread over {args.repeat} runs:")
+        for name, ds in runs.items():
+            c = [d["compiles"] for d in ds]
+            e = [100 * d["prediction_error"] for d in ds if d["prediction_error"] is not None]
+            t = [d["bench_s"] for d in ds]
+            print(f"{name:<14} compiles {min(c)}-{max(c)}  answers {sorted({(d['answer'] or {}).get('size') for d in ds})}"
+                  + (f"  line error {min(e):+.2f}% .. {max(e):+.2f}%" if e else "")
+                  + f"  time {min(t):.1f}-{max(t):.1f} s")
     print("goal: at most 4 compiles per answer")
 
 

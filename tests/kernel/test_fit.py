@@ -79,11 +79,7 @@ def check_answer(d: dict, budget: int, line_within: float | None = 0.05) -> None
     assert d["buffers"] and d["buffers"][0]["bytes"] > 0
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param("resnet18", marks=pytest.mark.xfail(strict=True, reason=(
-        "known gap: the line from the two probes was 8.7% off at the confirmed size on ResNet-18 "
-        "(the answer is still exact, from 6 compiles); the 5% goal needs a better second probe"))),
-    "gpt2", "decoder_only"])
+@pytest.mark.parametrize("name", ["resnet18", "gpt2", "decoder_only"])
 def test_fit_on_zoo_models(ip, queue, name):
     import xla_lab
 
@@ -98,7 +94,7 @@ def test_fit_on_zoo_models(ip, queue, name):
     assert [id(c) for c in xla_lab.history()] == history
     d = result.to_dict()
     check_answer(d, budget)
-    assert d["compiles"] <= 7
+    assert d["compiles"] <= 6  # (the goal, 4, is the benchmark's: benchmarks/bench_fit.py)
     assert any(b.get("source") for b in d["buffers"])  # the dominating buffers name their lines
     html = result._repr_mimebundle_()["text/html"]
     assert "<svg" in html and "fit-line" in html and html.count("fit-point") == len(d["points"])
@@ -195,9 +191,6 @@ def test_fit_under_spmd_reads_the_per_device_peak():
     assert proc.returncode == 0, proc.stderr[-3000:]
     d = json.loads(proc.stdout.split("RESULT ", 1)[1].splitlines()[0])
     assert d["spmd"] and d["devices"] == 4
-    # Known gap: the probes' line was 13% off at the confirmed size here (sharded batches pad per
-    # device); the answer is still a compiled size that fits next to one that does not.
-    check_answer(d, budget, line_within=None)
-    assert d["prediction_error"] is not None
+    check_answer(d, budget)
     assert d["answer"]["size"] % 4 == 0
     assert any("SPMD on 4 devices" in n for n in d["notes"])

@@ -116,3 +116,94 @@ def test_rich_table_renders():
     console.print(to_rich(result_dict("step")))
     out = console.export_text()
     assert "peak against x[0]" in out and "next size up" in out
+
+
+def test_a_large_fixed_part_gets_a_third_probe_near_the_budget():
+    """ResNet-18's train step on the CPU client (points measured by compiling it): its weights,
+    gradients and momentum are most of the peak at 4 images, so the second probe lands at 7 and the
+    line through 4 and 7 (0.48 MiB per image; 0.58 further out) would be 9% off at the answer. The
+    third probe, where that line reaches the budget, puts the line near the answer."""
+    curve = lambda s: 181_025_506 + 483_336 * min(s - 4, 3) + 582_000 * max(s - 7, 0)  # noqa: E731
+    budget = 320 << 20
+    search = run(curve, budget, base=4)
+    assert [p.role for p in search.points][:3] == ["probe", "probe", "probe"]
+    assert search.state == "done" and search.answer.size == truth(curve, budget)
+    assert abs(search.prediction_error) < 0.01
+    assert search.compiles <= 5
+
+
+def test_a_short_reach_is_confirmed_without_a_third_probe():
+    curve = lambda s: 2_000_000 + 500_000 * s  # noqa: E731
+    search = run(curve, 24 << 20, base=8)
+    assert [p.role for p in search.points][:3] == ["probe", "probe", "confirm"]
+
+
+def finished_result(name="step"):
+    from xla_lab.precompile.budget import Budget
+    from xla_lab.precompile.fit import FitResult
+
+    return FitResult(name, {"x": 0}, 8, Budget(10_000, "9.77 KiB"), search=FitSearch(10_000, 8))
+
+
+def test_live_widget_follows_the_fit_and_keeps_a_static_bundle():
+    """The widget shows the fit as it goes (throttled), always shows the finished answer, and its
+    saved bundle is the static text and HTML (what a reopened notebook shows)."""
+    pytest.importorskip("ipywidgets")
+    from xla_lab.view.fit_view import live_widget
+
+    r = finished_result()
+    widget = live_widget(r, min_interval=3600)  # (only the end gets through the throttle)
+    assert "queued" in widget.value
+    s = r.search
+    r.state = "running"
+    while (nxt := s.next()) is not None:
+        r.progress = f"compiling x[0]={nxt[0]}"
+        r._changed()
+        s.add(Point(nxt[0], 1000 + 100 * nxt[0], nxt[1]))
+    assert "compiling x[0]=8" in widget.value  # the first news is shown, the rest within the interval is not
+    r.state = s.state
+    r._done.set()
+    r._changed()
+    assert "largest x[0] within 9.77 KiB: 90" in widget.value and "<svg" in widget.value
+    bundle = widget._repr_mimebundle_()
+    assert bundle["text/plain"] == r.text() and bundle["text/html"] == widget.value
+    assert repr(widget) == r.text() and "0x" not in repr(widget)
+
+
+def test_fits_have_a_section_of_the_static_report():
+    from xla_lab.view.static_html import report_html
+
+    assert "Will it fit?" not in report_html([])
+    page = report_html([], fits=[result_dict()])
+    assert "Will it fit? (1 fit)" in page and page.count("fit-point") == len(result_dict()["points"])
+    assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_the_tutorials_saved_outputs_render_inert():
+    """notebooks/09_will_it_fit.ipynb opened untrusted: its outputs are text and static HTML/SVG that
+    need no script (no widget without its state, no script, no event handler, no javascript: link)."""
+    import html.parser
+    import json
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "09_will_it_fit.ipynb")
+    with open(path, encoding="utf-8") as f:
+        nb = json.load(f)
+    htmls = []
+
+    class Check(html.parser.HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            assert tag not in ("script", "iframe", "object", "embed", "foreignobject"), tag
+            for name, value in attrs:
+                assert not name.startswith("on"), (tag, name)
+                assert "javascript:" not in (value or "").lower(), (tag, name)
+
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            assert set(data) <= {"text/plain", "text/html"}, set(data)
+            if "text/html" in data:
+                page = "".join(data["text/html"])
+                Check().feed(page)
+                htmls.append(page)
+    assert sum("<svg" in h for h in htmls) == 2  # the two fits' pictures
