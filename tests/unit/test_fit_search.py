@@ -29,11 +29,13 @@ def test_bad_budgets_say_what_is_accepted(text):
     assert "\n" not in str(info.value)
 
 
-def run(curve, budget, base=8, multiple=1, max_size=None):
+def run(curve, budget, base=8, multiple=1, max_size=None, grows=None):
+    """The search on a curve of peaks; ``grows(size)``: the temporaries' bytes of each compile's
+    buffer assignment (None: points without a breakdown)."""
     search = FitSearch(budget, base, multiple, max_size)
     while (nxt := search.next()) is not None:
         size, role = nxt
-        search.add(Point(size, int(curve(size)), role))
+        search.add(Point(size, int(curve(size)), role, grows=None if grows is None else int(grows(size))))
     return search
 
 
@@ -130,6 +132,39 @@ def test_a_large_fixed_part_gets_a_third_probe_near_the_budget():
     assert search.state == "done" and search.answer.size == truth(curve, budget)
     assert abs(search.prediction_error) < 0.01
     assert search.compiles <= 5
+
+
+# The zoo's train steps on the CPU client, as compiled (tests/kernel/test_fit.py's steps; sizes 4-140
+# and 2-175 compiled one by one): (peak, temporaries) at the base size, and the peak further out.
+# decoder-only, AdamW, 16 MiB: 906,636 B at 4 tokens rows of which 476,416 temporaries; then 119,000-
+# 120,000 B a row. Its breakdown at 4 puts the budget at 137 rows; the answer is 136.
+DECODER = (lambda s: 430_220 + 476_416 * s // 4 if s <= 4 else 906_636 + 119_936 * (s - 4),
+           lambda s: 476_416 * s // 4 if s <= 4 else 476_416 + 119_936 * (s - 4))
+
+
+def test_the_base_breakdown_puts_the_second_probe_near_the_answer():
+    """The base's temporaries, grown with the size, put the second probe within a size or two of the
+    answer (decoder-only: 137 for 136), not at ``base x budget / peak`` (74): the line through the
+    probes then has almost nothing left to extrapolate."""
+    curve, grows = DECODER
+    budget = 16 << 20
+    search = run(curve, budget, base=4, grows=grows)
+    assert search.points[1].role == "probe" and abs(search.points[1].size - truth(curve, budget)) <= 2
+    assert search.answer.size == truth(curve, budget)
+    assert search.compiles <= 4
+    assert run(curve, budget, base=4).points[1].size == 4 * budget // curve(4)  # without a breakdown
+
+
+@pytest.mark.parametrize("budget", range(4_000_000, 4_400_000, 37_000))
+def test_a_line_off_by_less_than_a_size_takes_four_compiles(budget):
+    """A slightly convex curve (the line through two probes is off by up to a size near the answer)
+    at budgets all through a size's width: the confirm is the line's size rounded to the nearest, so
+    the answer is it (the size up is over) or the size below it (it is over): four compiles, never
+    more, whichever side of the line the curve falls."""
+    curve = lambda s: 500_000 + 28_000 * s + 9 * s * s  # noqa: E731
+    search = run(curve, budget, base=4, grows=lambda s: 28_000 * s + 9 * s * s)
+    assert search.state == "done" and search.answer.size == truth(curve, budget)
+    assert search.compiles <= 4, [(p.size, p.role) for p in search.points]
 
 
 def test_a_short_reach_is_confirmed_without_a_third_probe():

@@ -25,9 +25,10 @@ from .budget import Budget, parse_budget
 from .fit_search import FitSearch, Point
 from .marked import MarkedFunction, state_fingerprint
 
-# (step id, state fingerprint, shapes, mode) -> (peak, graph hash, largest buffers): a variant compiled
-# once is not compiled again (XLA's cache would compile nothing, and write no buffer assignment)
-_PEAKS: dict[tuple, tuple[int, str | None, list]] = {}
+# (step id, state fingerprint, shapes, mode) -> (peak, graph hash, largest buffers, temporaries' bytes):
+# a variant compiled once is not compiled again (XLA's cache would compile nothing, and write no buffer
+# assignment)
+_PEAKS: dict[tuple, tuple[int, str | None, list, int | None]] = {}
 _DIM = re.compile(r"^(?P<arg>[A-Za-z_]\w*)\[(?P<dim>-?\d+)\]$")
 
 
@@ -229,8 +230,8 @@ class FitRun:
             known = _PEAKS.get(self._key(size))
             if known is None:
                 break
-            peak, graph_hash, largest = known
-            search.add(Point(size, peak, role, compiled=False, graph_hash=graph_hash))
+            peak, graph_hash, largest, grows = known
+            search.add(Point(size, peak, role, compiled=False, graph_hash=graph_hash, grows=grows))
             self._largest[size] = largest
             r.reused += 1
         label = f"fit {r.dimension}={size} ({role})"
@@ -254,19 +255,20 @@ class FitRun:
         for h in job.compiled:
             summary = self._summary(h)
             if summary.get("peak_bytes") is not None:
-                peaks.append((summary["peak_bytes"], h, summary.get("largest", [])))
+                peaks.append((summary["peak_bytes"], h, summary.get("largest", []), summary.get("temp_bytes")))
         if not peaks:
             return self._fail(f"no buffer assignment was written for {r.dimension}={size}: XLA's dump is off "
                               "(%xla status says why)")
-        peak, graph_hash, largest = max(peaks, key=lambda p: p[0])
+        peak, graph_hash, largest, grows = max(peaks, key=lambda p: p[0])
         if job.synced_while_tracing and "mid-step" not in " ".join(r.notes):
             r.notes.append("the step ran a graph of its own mid-step (.item(), print, a sync): the peak is the "
                            "largest of its graphs'; new inputs are real zero tensors, so each try holds their memory")
         elif not r.spmd:
             self.placeholders = True  # nothing mid-step runs: the next inputs need no memory
-        _PEAKS[self._key(size)] = (peak, graph_hash, largest)
+        _PEAKS[self._key(size)] = (peak, graph_hash, largest, grows)
         self._largest[size] = largest
-        r.search.add(Point(size, peak, role, compiled=True, compile_s=job.compile_s, graph_hash=graph_hash))
+        r.search.add(Point(size, peak, role, compiled=True, compile_s=job.compile_s, graph_hash=graph_hash,
+                           grows=grows))
         self._advance()
 
     def _summary(self, graph_hash: str) -> dict:

@@ -4,23 +4,35 @@ picks them. Pure: it sees only (size, peak) points, so it is tested without a co
 A train step's peak is usually affine in the batch (or sequence length): the weights and optimizer
 state are fixed, activations grow with the size. So:
 
-1. two probes: the size the step last ran with, and the size the budget would allow if all of that
-   peak grew with the size (a size below the answer, far enough from the first);
-2. the line through them, ``peak = a + b * size``, predicts the largest size within the budget;
-3. one compile there confirms it (and says how far off the line was);
-4. one compile at the next size up checks that it does not fit.
+1. a probe at the size the step last ran with. Its buffer assignment says how much of that peak is
+   temporaries (activations and gradients in flight: what grows with the size) and how much is
+   parameters and outputs (weights, optimizer state, inputs: fixed, or nearly);
+2. a second probe where those two parts say the budget is reached (``fixed + temporaries/base x size``),
+   rounded to the nearest size: near the answer from the start;
+3. the line through the two probes, ``peak = a + b x size``, puts the budget at some size ``x``; one
+   compile at ``x`` rounded to the nearest size (the confirm: it says how far off the line was);
+4. one compile next to it: the size up when the confirm fits, the size down when it does not.
 
-Four compiles when the line holds. When the line would extrapolate far beyond its probes (more than
-``EXTRAPOLATE`` times the distance between them: a step whose weights, gradients and optimizer state
-are most of its peak at the base size, so the second probe is close to the first), the size it
-predicts is a third probe instead of the confirm, and the line is drawn through the second and third
-probes: near the budget, where the answer is. Why: at small sizes the peak grows more slowly than
-further out (on the CPU client ResNet-18's train step grew by 0.48 MiB per image from 4 to 7 images
-and by 0.59 MiB per image from 7 to 128: XLA's buffer assignment packs small activations into
-buffers that are live anyway), and a line extrapolated from there was 9% off at the answer. When it does not (XLA pads a dimension to a tile size, fuses or
-rematerializes differently at another size), the search goes on from the two compiled points nearest
-the budget (a secant) and bisects when that stalls, so the answer is always a compiled size that fits
-next to one that does not; the result says that the curve was not affine there.
+Four compiles when the line is off by less than one size either way: the answer is then the confirm
+(and the size up is over) or the size below it (and the confirm is over). Rounding ``x`` to the nearest
+size, not down, is what centres that window on the line's prediction. (One size is about 1% of the
+budget on the zoo's steps, so a line aimed at the answer from far below, within 1%, still landed one
+size off half the time: the fifth compile the benchmark counted before.) When the line's size is one
+compiled already, the compile next to it is the confirm: three compiles.
+
+Without a breakdown (a point given by hand), the second probe is ``base x budget / peak`` (all of the
+peak grown with the size: below the answer for an affine peak with a fixed part). When the line would
+extrapolate far beyond its probes (more than ``EXTRAPOLATE`` times the distance between them: a step
+whose weights, gradients and optimizer state are most of its peak at the base size, so the second
+probe is close to the first), the size it predicts is a third probe instead of the confirm, and the
+line is drawn through the second and third probes: near the budget, where the answer is. Why: at
+small sizes the peak grows more slowly than further out (on the CPU client ResNet-18's train step grew
+by 0.48 MiB per image from 4 to 7 images and by 0.59 MiB per image from 7 to 128: XLA's buffer
+assignment packs small activations into buffers that are live anyway), and a line extrapolated from
+there was 9% off at the answer. When the peak is not affine (XLA pads a dimension to a tile size, fuses
+or rematerializes differently at another size), the search goes on from the two compiled points
+nearest the budget (a secant) and bisects when that stalls, so the answer is always a compiled size
+that fits next to one that does not; the result says that the curve was not affine there.
 """
 
 from __future__ import annotations
@@ -39,10 +51,13 @@ class Point:
     compiled: bool = True  # False: read from an earlier compile of the same variant
     compile_s: float = 0.0
     graph_hash: str | None = None
+    # of ``peak``, the bytes of temporaries in the buffer assignment (what grows with the size); None
+    # when not known
+    grows: int | None = None
 
     def to_dict(self) -> dict:
         return {"size": self.size, "peak": self.peak, "role": self.role, "compiled": self.compiled,
-                "compile_s": round(self.compile_s, 3), "graph_hash": self.graph_hash}
+                "compile_s": round(self.compile_s, 3), "graph_hash": self.graph_hash, "grows": self.grows}
 
 
 @dataclass
@@ -90,6 +105,11 @@ class FitSearch:
         if self.max_size is not None:
             out = min(out, (self.max_size // m) * m)
         return out
+
+    def _nearest(self, size: float) -> int:
+        """``size`` rounded to the nearest multiple (not down), within the sizes allowed."""
+        m = self.multiple
+        return self._round(int(size / m + 0.5) * m if size != float("inf") else size)
 
     def at(self, size: int) -> Point | None:
         return next((p for p in self.points if p.size == size), None)
@@ -160,6 +180,13 @@ class FitSearch:
             if self.line.b <= 0 and hi is None:
                 self.state = "no limit"  # the peak does not grow with the size
                 return None
+            size = self._nearest(self.line.largest_within(self.budget))
+            known = self.at(size)
+            if known is not None:  # the line lands on a probe: the size next to it decides
+                size = size + m if known.peak <= self.budget else size - m
+            inside = (lo is None or size > lo.size) and (hi is None or size < hi.size)
+            if inside and self.at(size) is None and m <= size and (self.max_size is None or size <= self.max_size):
+                return size, "confirm"
             size = self._inside(self._round(self.line.largest_within(self.budget)), lo, hi)
             return size, "confirm"
         local = self._local_line()
@@ -180,16 +207,22 @@ class FitSearch:
         return size, "refine"
 
     def _probes(self) -> list[int]:
-        """The base size, then the size the budget would allow if the whole peak at the base grew with
-        the size (``base * budget / peak``): never above the answer for an affine peak with a fixed
-        part, and far enough from the base that the line through the two is set by what grows with
-        the size (at small sizes XLA's temporaries are not yet proportional)."""
+        """The base size, then where the base's breakdown puts the budget (its temporaries grown in
+        proportion to the size, the rest fixed), rounded to the nearest size; without a breakdown, the
+        size the budget would allow if the whole peak at the base grew with the size (``base * budget
+        / peak``: never above the answer for an affine peak with a fixed part)."""
         first = self._round(self.base)
         p1 = self.at(first)
         if p1 is None:
             return [first]
-        guess = first * self.budget / max(p1.peak, 1)
-        second = self._round(guess)
+        second = None
+        if p1.grows and 0 < p1.grows <= p1.peak:
+            fixed, per_unit = p1.peak - p1.grows, p1.grows / first
+            estimate = (self.budget - fixed) / per_unit
+            if estimate > 0:
+                second = self._nearest(estimate)
+        if second is None or second == first:
+            second = self._round(first * self.budget / max(p1.peak, 1))
         if second == first:
             second = self._round(2 * first) if p1.peak <= self.budget else self._round(first // 2)
         if second == first:  # the largest size allowed is the base, or the base is the smallest
