@@ -94,7 +94,7 @@ def test_fit_on_zoo_models(ip, queue, name):
     assert [id(c) for c in xla_lab.history()] == history
     d = result.to_dict()
     check_answer(d, budget)
-    assert d["compiles"] <= 6  # (the goal, 4, is the benchmark's: benchmarks/bench_fit.py)
+    assert d["compiles"] <= 5  # (the goal, 4, is the benchmark's: benchmarks/bench_fit.py)
     assert any(b.get("source") for b in d["buffers"])  # the dominating buffers name their lines
     html = result._repr_mimebundle_()["text/html"]
     assert "<svg" in html and "fit-line" in html and html.count("fit-point") == len(d["points"])
@@ -191,12 +191,13 @@ def test_fit_under_spmd_reads_the_per_device_peak():
     assert proc.returncode == 0, proc.stderr[-3000:]
     d = json.loads(proc.stdout.split("RESULT ", 1)[1].splitlines()[0])
     assert d["spmd"] and d["devices"] == 4
-    # Open: the probes' line was 13% under the compiled peak at the confirmed size here (144 rows, 36
-    # per device: 4.82 MB compiled, 4.19 MB predicted); why the partitioned program's peak jumps is not
-    # understood yet. The answer is still a compiled size that fits next to one that does not, and the
-    # result says the line was off (the "not affine" note).
-    check_answer(d, budget, line_within=None)
-    assert d["prediction_error"] is not None
-    assert any("not affine" in n for n in d["notes"]) == (abs(d["prediction_error"]) > 0.05)
+    # The line's 5% holds here too. (It was 13% off while the base size's peak was read from the wrong
+    # module: copying the sharded input at the size it ran with makes the runtime compile an all-gather
+    # of its own, ReplicateShardedData, whose 680-byte buffer assignment was taken for the step's.)
+    check_answer(d, budget)
+    base = next(p for p in d["points"] if p["size"] == d["base"])
+    assert base["peak"] > 400_000 and base["grows"]  # the step's graph: weights and Adam state per device
+    assert d["line"]["a"] > 0  # weights and optimizer state: a fixed part, not a negative one
+    assert not any("not affine" in n for n in d["notes"])
     assert d["answer"]["size"] % 4 == 0
     assert any("SPMD on 4 devices" in n for n in d["notes"])
