@@ -167,6 +167,51 @@ def test_a_line_off_by_less_than_a_size_takes_four_compiles(budget):
     assert search.compiles <= 4, [(p.size, p.role) for p in search.points]
 
 
+def test_what_grows_leaves_out_a_weight_shaped_copy_of_the_gradients():
+    """Buffer breakdowns of the zoo's steps at their base sizes (CPU client, as compiled): ResNet-18
+    holds its weight gradients twice (44.3 of 46.8 MB of temporaries are weight-shaped, about its
+    44.7 MB of outputs), so only the rest grows; in GPT-2 and the decoder the weight-shaped share is
+    no such copy (activations shaped like weights), so all temporaries grow."""
+    from xla_lab.precompile.fit import _grows
+
+    resnet = {"temp_bytes": 46_754_920, "growing_temp_bytes": 2_422_597, "output_bytes": 44_728_548}
+    gpt2 = {"temp_bytes": 262_468, "growing_temp_bytes": 45_302, "output_bytes": 139_692}
+    decoder = {"temp_bytes": 476_416, "growing_temp_bytes": 326_620, "output_bytes": 107_756}
+    assert _grows(resnet) == 2_422_597
+    assert _grows(gpt2) == 262_468 and _grows(decoder) == 476_416
+    assert _grows({"temp_bytes": 1000}) == 1000 and _grows({}) is None
+
+
+# ResNet-18's train step (SGD momentum, 32x32 images) on the CPU client: peaks as compiled.
+RESNET_PEAKS = {4: 181_025_506, 7: 182_475_514, 16: 188_136_258, 64: 216_840_578, 128: 254_061_698,
+                192: 290_761_858, 240: 318_680_578, 256: 327_987_842, 262: 331_474_610, 266: 333_801_170,
+                268: 334_964_450, 269: 335_546_090, 272: 337_291_010}
+
+
+def resnet_curve(s):
+    """The compiled peaks, straight between them."""
+    sizes = sorted(RESNET_PEAKS)
+    hi = next(x for x in sizes if x >= s)
+    lo = max(x for x in sizes if x <= s)
+    if lo == hi:
+        return RESNET_PEAKS[lo]
+    return RESNET_PEAKS[lo] + (RESNET_PEAKS[hi] - RESNET_PEAKS[lo]) * (s - lo) // (hi - lo)
+
+
+def test_a_confirm_over_the_budget_is_followed_by_the_size_below():
+    """ResNet-18 (its compiled peaks; 320 MiB, answer 268): the base's breakdown (2.4 MB of its
+    temporaries grow) puts the second probe at 259, the line through 4 and 259 rounds to 269, which is
+    over; 268, the size below, fits: four compiles."""
+    budget = 320 << 20
+    search = FitSearch(budget, 4)
+    search.add(Point(4, resnet_curve(4), "probe", grows=2_422_597))
+    while (nxt := search.next()) is not None:
+        search.add(Point(nxt[0], resnet_curve(nxt[0]), nxt[1]))
+    assert [(p.size, p.role) for p in search.points] == [(4, "probe"), (259, "probe"), (269, "confirm"),
+                                                         (268, "size below")]
+    assert search.state == "done" and search.answer.size == 268 == truth(resnet_curve, budget, limit=272)
+
+
 def test_a_short_reach_is_confirmed_without_a_third_probe():
     curve = lambda s: 2_000_000 + 500_000 * s  # noqa: E731
     search = run(curve, 24 << 20, base=8)

@@ -47,7 +47,7 @@ EXTRAPOLATE = 2.0  # a line asked to reach further than this many times its prob
 class Point:
     size: int
     peak: int  # bytes, from the compiled program's buffer assignment
-    role: str  # "probe" | "confirm" | "next size up" | "refine"
+    role: str  # "probe" | "confirm" | "next size up" | "size below" | "refine"
     compiled: bool = True  # False: read from an earlier compile of the same variant
     compile_s: float = 0.0
     graph_hash: str | None = None
@@ -204,6 +204,8 @@ class FitSearch:
         size = self._inside(guess, lo, hi)
         if lo is not None and size == lo.size + m:
             return size, "next size up"
+        if hi is not None and size == hi.size - m:
+            return size, "size below"
         return size, "refine"
 
     def _probes(self) -> list[int]:
