@@ -296,7 +296,9 @@ class FitRun:
             r.notes.append("figures are the CPU compiler's buffer assignment: layouts, padding and fusion differ "
                            "on TPU and GPU, where the same command gives that device's own figures")
         if r.spmd:
-            r.notes.append(f"SPMD on {r.devices} devices: each peak is one device's, of the partitioned program")
+            r.notes.append(f"SPMD on {r.devices} devices: each peak is one device's, of the partitioned program, "
+                           "with the new inputs sharded as the step's own were (a size that does not split "
+                           f"evenly is padded by the partitioner: --multiple {r.devices} keeps to sizes that do)")
         if s.confirm is not None and not s.affine:
             r.notes.append(f"the peak is not affine in {r.dimension} here (the line was off by "
                            f"{100 * abs(s.prediction_error):.1f}% at {s.confirm.size}): XLA pads dimensions to tile "
