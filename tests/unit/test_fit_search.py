@@ -287,3 +287,16 @@ def test_the_tutorials_saved_outputs_render_inert():
                 Check().feed(page)
                 htmls.append(page)
     assert sum("<svg" in h for h in htmls) == 2  # the two fits' pictures
+
+
+def test_a_flat_line_with_a_size_over_the_budget_bisects():
+    """Two probes with the same peak (padding to a tile), then one over the budget: the line cannot
+    say where the budget is reached, so the search bisects to a compiled bracket."""
+    curve = lambda s: 1_000_000 if s <= 16 else 1_000_000 + 200_000 * (s - 16)  # noqa: E731
+    search = FitSearch(2_000_000, 8)
+    search.add(Point(8, curve(8), "probe"))
+    search.add(Point(16, curve(16), "probe"))
+    search.add(Point(64, curve(64), "refine"))
+    while (nxt := search.next()) is not None:
+        search.add(Point(nxt[0], curve(nxt[0]), nxt[1]))
+    assert search.state == "done" and search.answer.size == truth(curve, 2_000_000)

@@ -180,14 +180,17 @@ class FitSearch:
             if self.line.b <= 0 and hi is None:
                 self.state = "no limit"  # the peak does not grow with the size
                 return None
-            size = self._nearest(self.line.largest_within(self.budget))
+            reach = self.line.largest_within(self.budget)
+            if reach == float("inf"):  # flat, with a size over the budget known: the bracket's middle
+                reach = ((lo.size if lo else 0) + hi.size) / 2
+            size = self._nearest(reach)
             known = self.at(size)
             if known is not None:  # the line lands on a probe: the size next to it decides
                 size = size + m if known.peak <= self.budget else size - m
             inside = (lo is None or size > lo.size) and (hi is None or size < hi.size)
             if inside and self.at(size) is None and m <= size and (self.max_size is None or size <= self.max_size):
                 return size, "confirm"
-            size = self._inside(self._round(self.line.largest_within(self.budget)), lo, hi)
+            size = self._inside(self._round(reach), lo, hi)
             return size, "confirm"
         local = self._local_line()
         if local is None or local.b <= 0:  # flat between the nearest points (padding): bisect
