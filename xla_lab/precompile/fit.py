@@ -306,7 +306,8 @@ class FitRun:
                            "compiles on either side of it, not from the line")
         elif s.line is not None:
             r.notes.append("assumed: peak = a + b x size between the compiled sizes (weights and optimizer state "
-                           "fixed, activations proportional); the answer itself is compiled, and the next size up")
+                           "fixed, activations proportional); the answer itself is compiled, and the size above it (over the "
+                           "budget)")
         r.notes.append("compiled without running: the step's in-place updates (weights, optimizer state) are "
                        "counted once, as donated buffers; torch_xla's own step can keep some twice (8% more on "
                        "an AdamW MLP on the CPU client)")
