@@ -17,7 +17,7 @@ import sys
 from xla_lab.capture.records import SCHEMA, CaptureFormatError, CellCapture, GraphArtifacts, StepRecord
 
 __version__ = "0.1.0"
-__all__ = ["SCHEMA", "CaptureFormatError", "CellCapture", "GraphArtifacts", "StepRecord", "annotate", "history", "last", "queue", "step",
+__all__ = ["SCHEMA", "CaptureFormatError", "CellCapture", "GraphArtifacts", "StepRecord", "annotate", "fit", "history", "last", "queue", "step",
            "load_ipython_extension", "unload_ipython_extension"]
 
 
@@ -51,6 +51,16 @@ def step(fn=None, **options):
     if s is not None and s.queue is not None:  # (marked before %load_ext: found in the namespace then)
         s.queue.add(marked)
     return marked
+
+
+def fit(step, dims="batch", budget=None, *, multiple: int = 1, max_size: int | None = None, wait: bool = True):
+    """Will it fit? The largest size of ``dims`` ("batch", or "x[1]", "ids[1] mask[1]") of a marked step
+    whose compiled peak memory fits ``budget`` ("16GiB", "v5e", "A100-80GB", bytes), from a few
+    compiles on shadow state (``%xla fit``). Returns a ``FitResult`` (it renders itself); ``wait=False``
+    leaves the compiles to the queue, which runs them while the kernel is idle."""
+    from xla_lab.precompile.fit import fit as _fit
+
+    return _fit(step, dims, budget, multiple=multiple, max_size=max_size, wait=wait)
 
 
 def queue():

@@ -18,7 +18,8 @@ from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
 from xla_lab.settings import SAVE_CHOICES
 from xla_lab.view.report import MAX_ROWS, Report
 
-LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save", "profile", "whatif", "mode")
+LINE_COMMANDS = ("status", "history", "show", "clear", "queue", "report", "save", "profile", "whatif", "fit",
+                 "mode")
 QUEUE_COMMANDS = ("status", "pause", "resume", "clear", "add", "run")
 
 
@@ -66,11 +67,16 @@ class XlaMagics(Magics):
         ``%xla save full|summary`` (what notebooks keep of later ``%%xla`` outputs: every view, or a
         summary for notebooks you share; ``XLA_LAB_SAVE`` sets the starting choice),
         ``%xla profile on|off`` (profile every ``%%xla`` cell, as ``--profile`` does for one),
+        ``%xla fit STEP batch|ARG[DIM]... --budget 16GiB|v5e|A100 [--multiple M] [--max N] [--wait]``
+        (the largest batch or sequence length of a marked step whose compiled peak fits the budget,
+        from a few compiles in the background; ``%xla fit`` alone shows the latest),
         ``%xla profile export DIR [N]`` (the profile of capture N, default the last profiled one:
         ``DIR/trace.json`` for Perfetto / chrome://tracing, and DIR as an XProf / TensorBoard log
         directory).
         """
         __tracebackhide__ = True  # noqa: F841  (IPython hides this frame from user tracebacks)
+        if cell is None and line.split()[:1] == ["fit"]:  # (its options are its own: see _fit)
+            return self._fit(session_mod.get(), line.split()[1:])
         args = parse_argstring(self.xla, line)
         if cell is None:
             return self._line(args.command)
@@ -169,6 +175,58 @@ class XlaMagics(Magics):
         except (ValueError, TypeError) as exc:
             raise UsageError(str(exc)) from None
 
+    def _fit(self, session, words: list[str]):
+        """``%xla fit STEP batch --budget 16GiB``: see ``precompile/fit.py``."""
+        import argparse
+
+        from xla_lab.precompile import fit as fit_mod
+        from xla_lab.view.fit_view import live_widget
+
+        if not words:
+            if not fit_mod.RESULTS:
+                print("xla_lab: no fit yet: %xla fit STEP batch --budget 16GiB")
+            else:
+                _show(self.shell, fit_mod.RESULTS[-1])
+            return None
+        parser = argparse.ArgumentParser(prog="%xla fit", add_help=False, exit_on_error=False)
+        parser.add_argument("step")
+        parser.add_argument("dims", nargs="*")
+        parser.add_argument("--budget", required=True)
+        parser.add_argument("--multiple", type=int, default=1)
+        parser.add_argument("--max", type=int, default=None)
+        parser.add_argument("--wait", action="store_true")
+        usage = ("usage: %xla fit STEP [batch | ARG[DIM] ...] --budget 16GiB|v5e|A100 [--multiple M] [--max N] "
+                 "[--wait]")
+        try:
+            args = parser.parse_args(words)
+        except (argparse.ArgumentError, SystemExit) as exc:
+            raise UsageError(f"{exc}; {usage}" if isinstance(exc, argparse.ArgumentError) else usage) from None
+        queue = session.start_queue(self.shell.user_ns)
+        queue.adopt(self.shell.user_ns)
+        steps = {s.name: s for s in queue.steps()}
+        step = steps.get(args.step)
+        if step is None:
+            value = self.shell.user_ns.get(args.step)
+            if value is None:
+                known = ", ".join(steps) or "none (mark one with @xla_lab.step)"
+                raise UsageError(f"no marked step named {args.step!r}; marked steps: {known}")
+            step = value
+        try:
+            result = fit_mod.fit(step, " ".join(args.dims) or "batch", args.budget, multiple=args.multiple,
+                                 max_size=args.max, wait=False, session=session)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if args.wait:
+            queue.run_pending()
+            _show(self.shell, result)
+        elif _is_terminal(self.shell):
+            print(result.text() + "\nxla_lab: %xla fit shows the answer once it is there.")
+        else:
+            from IPython.display import display
+
+            display(live_widget(result))
+        return None
+
     def _mode(self, session, words: list[str]) -> None:
         """``%xla mode [full | lean]``: what ``%%xla`` records (runtime.set_mode: only before the first
         device use)."""
@@ -224,13 +282,17 @@ class XlaMagics(Magics):
             raise UsageError("usage: %xla report FILE.html")
         from xla_lab.view.static_html import report_html
 
-        page = report_html(list(session.history), prompts=PROMPTS)
+        from xla_lab.precompile.fit import RESULTS as FITS
+
+        fits = [r.to_dict() for r in FITS if r.finished]
+        page = report_html(list(session.history), prompts=PROMPTS, fits=fits)
         try:
             with open(words[0], "w", encoding="utf-8") as f:
                 f.write(page)
         except OSError as exc:
             raise UsageError(f"cannot write {words[0]}: {exc.strerror or exc}") from None
-        print(f"xla_lab: wrote {len(session.history)} captures to {words[0]}")
+        print(f"xla_lab: wrote {len(session.history)} captures" + (f" and {len(fits)} fits" if fits else "")
+              + f" to {words[0]}")
 
     def _queue(self, session, command: list[str]):
         """%xla queue [status|pause|resume|clear|run|add STEP ARG=AxB ...]"""

@@ -143,3 +143,25 @@ def test_spmd_summary_of_a_sharded_step():
     split = [t for t in s["tensors"] if t["blocks"]]
     assert split and all(sorted(d for b in t["blocks"] for d in b["devices"]) == [0, 1, 2, 3] for t in split)
     assert spmd_summary(parse_module(text("mlp_train.before.txt")), parse_module(text("mlp_train.after.txt")), []) is None
+
+
+def test_growing_temporaries_leave_out_weight_shaped_copies():
+    """A temporary shaped like a parameter of the program (a transposed copy counts: ResNet's
+    convolution weight gradients in XLA's layout) is taken not to grow with the batch; the rest of
+    the allocation's bytes, by its values' shares, are. The parameter's own value names the weights
+    (``p12.195``), not the other values packed into its buffer."""
+    from xla_lab.hlo.memory import growing_temp_bytes
+
+    ba = """allocation 0: size 2048, parameter 0, shape |f32[32,16]| at ShapeIndex {}:
+ value: <473 p5.28 @0> (size=2048,offset=0): f32[32,16]{1,0}
+ value: <474 dot.9 @0> (size=2048,offset=0): f32[8,64]{1,0}
+allocation 1: size 3000, preallocated-temp:
+ value: <514 copy.1 @0> (size=2048,offset=0): f32[16,32]{1,0}
+ value: <515 dot.2 @0> (size=1024,offset=0): f32[8,32]{1,0}
+ value: <516 add.3 @1024> (size=1024,offset=1024): f32[8,64]{1,0}
+"""
+    allocations = parse_buffer_assignment(ba)
+    assert [a.kind for a in allocations] == ["parameter", "temp"]
+    assert growing_temp_bytes(allocations) == 3000 * 2048 // 4096  # the f32[16,32] copy is left out
+    m = memory_summary(text("mlp_train.memory-usage-report.txt"), text("mlp_train.buffer-assignment.txt"))
+    assert 0 < m["growing_temp_bytes"] <= m["temp_bytes"]

@@ -22,6 +22,12 @@ _NAME = re.compile(
 )
 _MODULE = re.compile(r"^module_(?P<num>\d+)\.")
 
+# Programs the PJRT runtime compiles for itself, not graphs of a sync: they have no compile entry in
+# torch_xla's sync log, so a module of theirs paired with the log's compiles by order would take the
+# next graph's place. ReplicateShardedData: reading a sharded tensor's value (a copy of it, printing it)
+# gathers its shards in a small all-gather program of its own.
+RUNTIME_PROGRAMS = frozenset({"ReplicateShardedData"})
+
 
 @dataclass
 class CompiledModule:
@@ -78,7 +84,8 @@ class DumpDirectory:
         self._seen: set[int] = set()
 
     def collect(self) -> list[CompiledModule]:
-        """Modules written since the last call, in compile order; their files are then removed."""
+        """Modules written since the last call, in compile order (the runtime's own programs left out:
+        ``RUNTIME_PROGRAMS``); their files are then removed."""
         if not self.path.is_dir():
             return []
         modules: dict[int, CompiledModule] = {}
@@ -88,6 +95,9 @@ class DumpDirectory:
             if m:
                 num = int(m["num"])
                 if num in self._seen:
+                    continue
+                if m["name"] in RUNTIME_PROGRAMS:
+                    self._seen.add(num)  # (its files are deleted with the others')
                     continue
                 mod = modules.setdefault(num, CompiledModule(num, m["name"]))
                 attr = _kind(m["kind"])

@@ -34,7 +34,8 @@ from typing import Callable
 from .job_output import with_private_print
 from .planner import Variant, call_key, group_key, plan
 from .shadow import RngState, build_shadow, shadow_call
-from .marked import MarkedCall, MarkedFunction, running_in_job
+from .compile_only import compile_without_running, mark_donors
+from .marked import MarkedCall, MarkedFunction, graph_runs, running_in_job
 
 STATES = ("pending", "running", "compiled", "cached", "failed")
 
@@ -56,6 +57,14 @@ class Job:
     error: str | None = None
     output: str = ""  # what the step printed on the shadow
     missed: str | None = None  # why a real call it was planned for compiled another graph
+    # A job of %xla fit: compile the variant without running it (precompile/compile_only.py) to read
+    # its buffer assignment; XLA's cache entry is not one a real step hits, so it counts as no
+    # precompile. ``placeholders``: its new inputs hold no memory. ``on_done(job)`` runs in the
+    # worker once the job has ended (it may queue the next one).
+    compile_only: bool = False
+    placeholders: bool = False
+    on_done: Callable[["Job"], None] | None = field(default=None, repr=False)
+    synced_while_tracing: bool = False  # the step ran a graph of its own mid-trace (.item(), a sync)
 
     @property
     def compile_s(self) -> float:
@@ -195,8 +204,11 @@ class PrecompileQueue:
             self._notify()
         return added
 
-    def add_variant(self, step: MarkedFunction, shapes: dict[str, tuple[int, ...]], reason: str = "added by hand") -> Job:
-        """Queue ``step`` with these argument shapes (borrowing the arguments of its last call)."""
+    def add_variant(self, step: MarkedFunction, shapes: dict[str, tuple[int, ...]], reason: str = "added by hand",
+                    *, compile_only: bool = False, placeholders: bool = False,
+                    on_done: Callable[[Job], None] | None = None) -> Job:
+        """Queue ``step`` with these argument shapes (borrowing the arguments of its last call).
+        ``compile_only``, ``placeholders``, ``on_done``: see ``Job`` (``%xla fit``'s jobs)."""
         if not step.calls:
             raise ValueError(f"{step.name} has not run yet: run it once so xla_lab knows its arguments")
         call = step.calls[-1]
@@ -208,6 +220,7 @@ class PrecompileQueue:
         full.update(shapes)
         with self._lock:
             job = self._add(Variant(step, call, full, call.training, reason))
+            job.compile_only, job.placeholders, job.on_done = compile_only, placeholders, on_done
         self._notify()
         return job
 
@@ -329,12 +342,13 @@ class PrecompileQueue:
         for j in self.jobs:
             out[j.state] += 1
         out["used"] = sum(1 for j in self.jobs if j.used)
-        out["unused"] = sum(1 for j in self.jobs if j.state == "compiled" and not j.used)
+        out["unused"] = sum(1 for j in self.jobs if j.state == "compiled" and not j.used and not j.compile_only)
         return out
 
     def expected_compile_s(self, job: Job) -> float | None:
         """How long compiles of this step took before (jobs of the same step), if known."""
-        times = [j.compile_s for j in self.jobs if j.variant.step is job.variant.step and j.compiled]
+        times = [j.compile_s for j in self.jobs if j.variant.step is job.variant.step and j.compiled
+                 and j.compile_only == job.compile_only]
         return max(times) if times else None
 
     def current(self) -> Job | None:
@@ -420,12 +434,14 @@ class PrecompileQueue:
         result = None
         try:
             shadow = build_shadow(variant.call.args, variant.call.kwargs, variant.changed(),
-                                  variant.call.names, variant.training)
+                                  variant.call.names, variant.training, placeholders=job.placeholders)
+            donors = mark_donors(shadow, set(variant.changed())) if job.compile_only else []
             job.shadow_bytes = shadow.bytes
             self.shadow_bytes_peak = max(self.shadow_bytes_peak, shadow.bytes)
             job.phase = "tracing"
             self._notify()
             step_fn = with_private_print(variant.step.fn, printed)
+            runs_before = graph_runs()
             with running_in_job():
                 # The result stays alive through the sync, as in ``loss = step(...)``: a live
                 # tensor is a graph output, and outputs are part of the graph's hash.
@@ -440,9 +456,11 @@ class PrecompileQueue:
                         if held:
                             result.append(out)
                         del out
+            job.synced_while_tracing = graph_runs() != runs_before
             if self._busy and not in_foreground:  # a cell is waiting: drop the traced work, do not compile it
                 shadow.release()
                 shadow = result = None
+                donors = []
                 gc.collect()
                 if not _pending_lazy_work():
                     job.state, job.phase = "pending", ""
@@ -450,9 +468,13 @@ class PrecompileQueue:
                     return
             job.phase = "compiling"
             self._notify()
-            torch_xla.sync()
-            xm.wait_device_ops()
+            if job.compile_only:
+                compile_without_running(shadow, result, donors)
+            else:
+                torch_xla.sync()
+                xm.wait_device_ops()
             result = None
+            donors = []
         except Exception as exc:
             job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
@@ -460,6 +482,7 @@ class PrecompileQueue:
             if shadow is not None:
                 shadow.release()
             shadow = result = None
+            donors = []
             gc.collect()
             if _pending_lazy_work():  # a failed trace left work behind: run it so no cell inherits it
                 with contextlib.suppress(Exception):
@@ -473,12 +496,19 @@ class PrecompileQueue:
         with self._lock:
             for h, s in zip(hashes, seconds + [0.0] * (len(hashes) - len(seconds))):
                 job.compiled[h] = s
-                self._unclaimed[h] = job
-            self._seen.add(variant.key())
-            self._tried.add(variant.key())
+                if not job.compile_only:  # (a compile-only graph is no cache entry a real step hits)
+                    self._unclaimed[h] = job
+            if not job.compile_only:
+                self._seen.add(variant.key())
+                self._tried.add(variant.key())
             if job.state != "failed":
                 job.state = "compiled" if job.compiled else "cached"
             job.phase = ""
+        if job.on_done is not None:
+            try:
+                job.on_done(job)
+            except Exception as exc:  # the fit's bug must not stop the queue: it is the job's error
+                job.error = (job.error + "; " if job.error else "") + f"{type(exc).__name__}: {exc}"
 
     def _notify(self) -> None:
         for listener in list(self.listeners):

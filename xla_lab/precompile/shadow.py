@@ -73,11 +73,49 @@ def _clone(t: torch.Tensor) -> torch.Tensor:
         data = torch_xla._XLAC._xla_tensors_from_aten([host], [str(t.device)])[0]
     else:
         data = host.to(t.device)
+    copy_sharding(t, data)
     if isinstance(t, torch.nn.Parameter):
         return torch.nn.Parameter(data, requires_grad=t.requires_grad)
     if t.requires_grad:
         data.requires_grad_(True)
     return data
+
+
+def sharding_of(t: torch.Tensor):
+    """The SPMD sharding annotation of a device tensor (an ``OpSharding``), or None."""
+    import torch_xla
+
+    get = getattr(torch_xla._XLAC, "_get_xla_op_sharding", None)
+    if get is None:
+        return None
+    try:
+        return get(t)
+    except Exception:  # not a device tensor with data, or no SPMD
+        return None
+
+
+def copy_sharding(source: torch.Tensor, target: torch.Tensor) -> None:
+    """Give ``target`` the sharding of ``source`` (under SPMD a copy through the host is replicated,
+    and the shadow's graph, partitioned otherwise, would not be the user's)."""
+    op = sharding_of(source)
+    if op is not None:
+        import torch_xla
+
+        torch_xla._XLAC._xla_mark_sharding(target, op)
+
+
+def fresh_input(original: torch.Tensor, shape: tuple[int, ...], placeholder: bool = False) -> torch.Tensor:
+    """A new batch of ``shape`` in place of ``original``: zeros moved to the device (device data, as a
+    real batch is), sharded as ``original`` is. ``placeholder``: device data with no buffer
+    (``create_placeholder_tensor``: the same graph, no memory) for a compile that never runs, unless
+    the input is sharded (a placeholder cannot be)."""
+    if placeholder and sharding_of(original) is None:
+        from torch_xla.core.xla_builder import create_placeholder_tensor
+
+        return create_placeholder_tensor(tuple(shape), original.dtype)
+    out = torch.zeros(shape, dtype=original.dtype).to(original.device)
+    copy_sharding(original, out)
+    return out
 
 
 @dataclass
@@ -99,10 +137,12 @@ class Shadow:
 
 
 def build_shadow(args: tuple, kwargs: dict, shapes: dict[str, tuple[int, ...]], names: list[str],
-                 training: bool | None = None) -> Shadow:
+                 training: bool | None = None, placeholders: bool = False) -> Shadow:
     """Copy ``args``/``kwargs`` of a step call. ``names`` are the parameter names of the positional
     ``args``; ``shapes`` maps an argument name to the shape a variant gives it (a zero tensor of that
-    shape replaces the argument). ``training`` sets the shadow modules' mode (None keeps it)."""
+    shape replaces the argument). ``training`` sets the shadow modules' mode (None keeps it).
+    ``placeholders``: the new inputs hold no memory (``fresh_input``); only for a compile that never
+    runs (``compile_only``)."""
     bound = dict(zip(names, args))
     bound.update(kwargs)
     replaced = {name for name in shapes if name in bound and is_xla_tensor(bound[name])}
@@ -117,8 +157,9 @@ def build_shadow(args: tuple, kwargs: dict, shapes: dict[str, tuple[int, ...]], 
     for name in names + list(kwargs):  # new batches are the newest tensors, in argument order
         if name in replaced and name not in fresh:
             original = bound[name]
-            fresh[name] = torch.zeros(shapes[name], dtype=original.dtype).to(original.device)
-            total += fresh[name].numel() * fresh[name].element_size()
+            fresh[name] = fresh_input(original, shapes[name], placeholders)
+            if not placeholders or sharding_of(original) is not None:  # (a placeholder holds no memory)
+                total += fresh[name].numel() * fresh[name].element_size()
     copied = {}
     for name, value in bound.items():
         copied[name] = fresh[name] if name in fresh else copy.deepcopy(value, memo)

@@ -217,9 +217,15 @@ def _hlo(art: GraphArtifacts, max_lines: int | None) -> str:
     return "".join(out)
 
 
-def report_html(captures: list[CellCapture], title: str = "xla_lab report", prompts=None) -> str:
+def report_html(captures: list[CellCapture], title: str = "xla_lab report", prompts=None,
+                fits: list[dict] | tuple = ()) -> str:
     """One self-contained page for a session's captures: no scripts, no network; each graph's full
-    HLO appears once (captures that ran a graph an earlier capture showed point back to it)."""
+    HLO appears once (captures that ran a graph an earlier capture showed point back to it).
+
+    ``fits``: the session's ``%xla fit`` answers (``FitResult.to_dict()``), in a section of their own
+    after the captures. A fit belongs to a marked step, not to a cell run: it runs none of the cell's
+    code and records no capture, so it is no part of any capture's report; its picture and table are
+    the ones its own output shows (``fit_view.to_html``)."""
     parts = ["<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">",
              f"<title>{e(title)}</title>", REPORT_THEME, STYLE, "</head><body class=\"xla-lab-report\">",
              f"<h2>{e(title)}</h2>",
@@ -239,5 +245,11 @@ def report_html(captures: list[CellCapture], title: str = "xla_lab report", prom
             parts.append('<div class="xla-lab-panel">' + _hlo(art, None) + "</div>")
         parts.append("<h4>source of the cell</h4>")
         parts.append(f'<pre class="xla-lab-panel">{e(c.source)}</pre></section>')
+    if fits:
+        from .fit_view import to_html as fit_html
+
+        parts.append(f'<section id="fits"><h3>Will it fit? ({len(fits)} fit{"s" if len(fits) != 1 else ""})</h3>')
+        parts += [f'<div class="xla-lab-panel" id="fit-{n}">{fit_html(d)}</div>' for n, d in enumerate(fits)]
+        parts.append("</section>")
     parts.append("</body></html>\n")
     return "".join(parts)
