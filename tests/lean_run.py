@@ -140,8 +140,10 @@ def main_queue(out_path: str) -> None:
     for n in (8, 5):
         assert ip.run_cell(f"%%xla -q\nx, y = batch({n})\nloss = train_step(model, opt, x, y)").success
         runs.append(json.loads(xla_lab.last().to_json()))
+    fit = xla_lab.fit(ip.user_ns["train_step"], "batch", "256KiB")  # (compile-only jobs: peaks from the session)
+    fitted = fit.result.to_dict()
     with open(out_path, "w") as f:
-        json.dump({"first": json.loads(first.to_json()), "jobs": jobs, "runs": runs}, f)
+        json.dump({"first": json.loads(first.to_json()), "jobs": jobs, "runs": runs, "fit": fitted}, f)
 
 
 if __name__ == "__main__":

@@ -56,11 +56,11 @@ def step(fn=None, **options):
 def fit(step, dims="batch", budget=None, *, multiple: int = 1, max_size: int | None = None, wait: bool = True):
     """Will it fit? The largest size of ``dims`` ("batch", or "x[1]", "ids[1] mask[1]") of a marked step
     whose compiled peak memory fits ``budget`` ("16GiB", "v5e", "A100-80GB", bytes), from a few
-    compiles on shadow state (``%xla fit``). Returns a ``FitResult`` (it renders itself); ``wait=False``
+    compiles on shadow state (``%xla fit``). Returns its ``FitView`` (the result, rendering itself); ``wait=False``
     leaves the compiles to the queue, which runs them while the kernel is idle."""
-    from xla_lab.precompile.fit import fit as _fit
+    from xla_lab.fits import start_fit
 
-    return _fit(step, dims, budget, multiple=multiple, max_size=max_size, wait=wait)
+    return start_fit(step, dims, budget, multiple=multiple, max_size=max_size, wait=wait)
 
 
 def queue():

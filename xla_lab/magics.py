@@ -179,14 +179,15 @@ class XlaMagics(Magics):
         """``%xla fit STEP batch --budget 16GiB``: see ``precompile/fit.py``."""
         import argparse
 
+        from xla_lab.fits import start_fit
         from xla_lab.precompile import fit as fit_mod
-        from xla_lab.view.fit_view import live_widget
+        from xla_lab.view.fit_view import FitView, live_widget
 
         if not words:
             if not fit_mod.RESULTS:
                 print("xla_lab: no fit yet: %xla fit STEP batch --budget 16GiB")
             else:
-                _show(self.shell, fit_mod.RESULTS[-1])
+                _show(self.shell, FitView(fit_mod.RESULTS[-1]))
             return None
         parser = argparse.ArgumentParser(prog="%xla fit", add_help=False, exit_on_error=False)
         parser.add_argument("step")
@@ -212,19 +213,19 @@ class XlaMagics(Magics):
                 raise UsageError(f"no marked step named {args.step!r}; marked steps: {known}")
             step = value
         try:
-            result = fit_mod.fit(step, " ".join(args.dims) or "batch", args.budget, multiple=args.multiple,
-                                 max_size=args.max, wait=False, session=session)
+            view = start_fit(step, " ".join(args.dims) or "batch", args.budget, multiple=args.multiple,
+                             max_size=args.max, wait=False, namespace=self.shell.user_ns)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if args.wait:
             queue.run_pending()
-            _show(self.shell, result)
+            _show(self.shell, view)
         elif _is_terminal(self.shell):
-            print(result.text() + "\nxla_lab: %xla fit shows the answer once it is there.")
+            print(view.text() + "\nxla_lab: %xla fit shows the answer once it is there.")
         else:
             from IPython.display import display
 
-            display(live_widget(result))
+            display(live_widget(view.result))
         return None
 
     def _mode(self, session, words: list[str]) -> None:

@@ -168,3 +168,7 @@ def test_precompiled_graphs_are_claimed_and_shown_in_lean_capture(tmp_path):
         art = capture["artifacts"][step["graph_hash"]]
         assert step["cache"] == "precompiled" and step["saved_s"] > 0, capture["notes"]
         assert art["lean"] and art["fusions"] and art["memory"]["peak_bytes"] > 0
+    fit = run["fit"]  # %xla fit's compile-only jobs: their peaks from the sessions' buffer assignments
+    assert fit["state"] == "done" and fit["compiles"] <= 4, fit
+    assert fit["answer"]["peak"] <= fit["budget"]["bytes"] < fit["next_up"]["peak"]
+    assert abs(fit["prediction_error"]) < 0.05

@@ -246,8 +246,10 @@ def test_live_widget_follows_the_fit_and_keeps_a_static_bundle():
     r._changed()
     assert "largest x[0] within 9.77 KiB: 90" in widget.value and "<svg" in widget.value
     bundle = widget._repr_mimebundle_()
-    assert bundle["text/plain"] == r.text() and bundle["text/html"] == widget.value
-    assert repr(widget) == r.text() and "0x" not in repr(widget)
+    from xla_lab.view.fit_view import to_text
+
+    assert bundle["text/plain"] == to_text(r.to_dict()) and bundle["text/html"] == widget.value
+    assert repr(widget) == to_text(r.to_dict()) and "0x" not in repr(widget)
 
 
 def test_fits_have_a_section_of_the_static_report():

@@ -29,6 +29,7 @@ ORDER = [  # lowest first: a module imports only modules of the entries before i
     LAYERS,
     {"xla_lab.launch"},
     {"xla_lab.session"},
+    {"xla_lab.fits"},
     {"xla_lab.cell_run"},
     {"xla_lab.hooks"},
     {"xla_lab.magics"},

@@ -73,6 +73,21 @@ class ArtifactStore:
     def defer_analysis(self, art: GraphArtifacts, module: CompiledModule) -> None:
         self._unanalyzed[art.graph_hash] = module
 
+    def memory_of(self, graph_hash: str) -> dict:
+        """A graph's memory summary (``hlo/memory.py``) before it is analysed too: from its buffer
+        assignment, the dump's text or (lean capture) the session's; {} for a graph not stored."""
+        from xla_lab.hlo.memory import memory_summary
+
+        art = self._by_hash.get(graph_hash)
+        if art is None:
+            return {}
+        if art.memory:
+            return art.memory
+        module = self._unanalyzed.get(graph_hash)
+        if module is not None and module.allocations is not None:
+            return memory_summary(None, None, allocations=module.allocations)
+        return memory_summary(art.memory_report, art.buffer_assignment)
+
     def take_unanalyzed(self, graph_hash: str) -> CompiledModule | None:
         return self._unanalyzed.pop(graph_hash, None)
 

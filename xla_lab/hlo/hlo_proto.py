@@ -4,7 +4,8 @@ assignment), the same program its dump would describe, for lean capture (``captu
 Like ``proto_frames.py`` it declares the few fields it reads as a schema built at first use and lets
 protobuf's C parser read them. Field numbers (xla/service/hlo.proto): HloProto.hlo_module=1,
 .buffer_assignment=3; HloModuleProto.name=1, .computations=3, .id=5; HloComputationProto
-.instructions=2; HloInstructionProto.name=1, .id=35; BufferAssignmentProto.logical_buffers=1 {id=1,
+.instructions=2; HloInstructionProto.name=1, .shape=3, .id=35; ShapeProto.element_type=2 (xla_data.proto's
+PrimitiveType), .dimensions=3, .tuple_shapes=4; BufferAssignmentProto.logical_buffers=1 {id=1,
 size=2, defined_at=3 {instruction_name=2, instruction_id=4}}, .buffer_allocations=3 {index=1, size=2,
 is_thread_local=3, is_entry_computation_parameter=5, parameter_number=6, maybe_live_out=7, color=8,
 assigned=9 {logical_buffer_id=1, offset=2, size=3}, is_tuple=11, is_constant=12}.
@@ -29,7 +30,9 @@ _SCHEMA = {
     "Module": [("name", 1, _BYTES, _ONE, None), ("computations", 3, _MSG, _MANY, "Computation"),
                ("id", 5, _INT, _ONE, None)],
     "Computation": [("instructions", 2, _MSG, _MANY, "Instruction")],
-    "Instruction": [("name", 1, _BYTES, _ONE, None), ("id", 35, _INT, _ONE, None)],
+    "Instruction": [("name", 1, _BYTES, _ONE, None), ("shape", 3, _MSG, _ONE, "Shape"), ("id", 35, _INT, _ONE, None)],
+    "Shape": [("element_type", 2, _INT, _ONE, None), ("dimensions", 3, _INT, _MANY, None),
+              ("tuple_shapes", 4, _MSG, _MANY, "Shape")],
     "Buffers": [("logical_buffers", 1, _MSG, _MANY, "LogicalBuffer"),
                 ("buffer_allocations", 3, _MSG, _MANY, "Allocation")],
     "LogicalBuffer": [("id", 1, _INT, _ONE, None), ("size", 2, _INT, _ONE, None),
@@ -77,9 +80,26 @@ def read_hlo_proto(data: bytes) -> OptimizedModule:
     if not top.hlo_module:
         raise ProtoError("the HloProto holds no module")
     module = _parse("Module", top.hlo_module)
-    names = {ins.id: ins.name.decode("utf-8", "replace") for comp in module.computations for ins in comp.instructions}
-    return OptimizedModule(module.name.decode("utf-8", "replace"), module.id, bytes(top.hlo_module),
-                           allocations(top.buffer_assignment, names))
+    names, shapes = {}, {}
+    for comp in module.computations:
+        for ins in comp.instructions:
+            name = ins.name.decode("utf-8", "replace")
+            names[ins.id] = name
+            shapes[name] = _shape_text(ins.shape)
+    allocs = with_shapes(allocations(top.buffer_assignment, names), shapes.get)
+    return OptimizedModule(module.name.decode("utf-8", "replace"), module.id, bytes(top.hlo_module), allocs)
+
+
+# xla_data.proto's PrimitiveType, as HLO text writes them
+_DTYPES = {1: "pred", 2: "s8", 3: "s16", 4: "s32", 5: "s64", 6: "u8", 7: "u16", 8: "u32", 9: "u64", 10: "f16",
+           11: "f32", 12: "f64", 15: "c64", 16: "bf16", 18: "c128"}
+
+
+def _shape_text(shape) -> str:
+    """``f32[8,64]`` (no layout), a tuple as ``(f32[2], s32[])``."""
+    if shape.tuple_shapes:
+        return "(" + ", ".join(_shape_text(s) for s in shape.tuple_shapes) + ")"
+    return f"{_DTYPES.get(shape.element_type, '?')}[{','.join(map(str, shape.dimensions))}]"
 
 
 def allocations(buffers, names: dict[int, str]) -> list[Allocation]:

@@ -9,7 +9,8 @@ job ends, its peak is read from XLA's buffer assignment of the compiled program 
 SPMD the partitioned program's, per device), ``fit_search`` picks the next size, and the next job is
 queued. A variant compiled before in this process is not compiled again: its peak is remembered.
 
-``FitResult`` is the data (``to_dict``); ``view/fit_view.py`` renders it.
+``FitResult`` is the data (``to_dict``); ``view/fit_view.py`` renders it (``FitView``); ``xla_lab.fit``
+and ``%xla fit`` start a fit in the kernel's session.
 """
 
 from __future__ import annotations
@@ -103,26 +104,6 @@ class FitResult:
         from a thread, or use ``%xla fit ... --wait`` / ``xla_lab.fit(..., wait=True)``)."""
         self._done.wait(timeout)
         return self
-
-    # --- rendering (view/fit_view.py) -------------------------------------------------------------
-    def text(self) -> str:
-        from xla_lab.view.fit_view import to_text
-
-        return to_text(self.to_dict())
-
-    def __repr__(self) -> str:
-        return self.text()
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        from xla_lab.view.fit_view import to_html
-
-        data = self.to_dict()
-        return {"text/plain": self.text(), "text/html": to_html(data)}
-
-    def __rich__(self):
-        from xla_lab.view.fit_view import to_rich
-
-        return to_rich(self.to_dict())
 
     def _changed(self) -> None:
         for listener in list(self.listeners):
@@ -257,8 +238,8 @@ class FitRun:
             if summary.get("peak_bytes") is not None:
                 peaks.append((summary["peak_bytes"], h, summary.get("largest", []), _grows(summary)))
         if not peaks:
-            return self._fail(f"no buffer assignment was written for {r.dimension}={size}: XLA's dump is off "
-                              "(%xla status says why)")
+            return self._fail(f"no buffer assignment was recorded for {r.dimension}={size}: XLA's dump is off, "
+                              "or (lean capture) no profiler session could list the module (%xla status says why)")
         peak, graph_hash, largest, grows = max(peaks, key=lambda p: p[0])
         if job.synced_while_tracing and "mid-step" not in " ".join(r.notes):
             r.notes.append("the step ran a graph of its own mid-step (.item(), print, a sync): the peak is the "
@@ -272,12 +253,7 @@ class FitRun:
         self._advance()
 
     def _summary(self, graph_hash: str) -> dict:
-        from xla_lab.hlo.memory import memory_summary
-
-        art = self.session.store.get(graph_hash) if self.session is not None else None
-        if art is None:
-            return {}
-        return memory_summary(art.memory_report, art.buffer_assignment)
+        return self.session.store.memory_of(graph_hash) if self.session is not None else {}
 
     def _fail(self, why: str) -> None:
         r = self.result
@@ -325,12 +301,12 @@ class FitRun:
         art = store.get(answer.graph_hash) if store is not None and answer.graph_hash else None
         if art is not None:
             try:
-                from xla_lab.capture.analysis import CellFiles, analyze
+                from xla_lab.capture.analysis import analyze_module
 
                 module = store.take_unanalyzed(answer.graph_hash)
                 if module is not None:
                     work = copy.copy(art)
-                    analyze(work, module.proto_before, _cell_files())
+                    analyze_module(work, module, _cell_files())
                     store.defer_analysis(art, module)
                     largest = (work.memory or {}).get("largest", largest)
                 elif art.memory:
@@ -370,23 +346,6 @@ def _cell_files():
 
 
 RESULTS: list[FitResult] = []  # this kernel's fits, latest last (%xla fit alone shows the latest)
-
-
-def fit(step, dims="batch", budget=None, *, multiple: int = 1, max_size: int | None = None, wait: bool = True,
-        session=None) -> FitResult:
-    """``xla_lab.fit``: queue the fit and, with ``wait`` (the default from Python), run the queue's
-    pending jobs now and return the answer; without it the result fills in while the kernel is idle."""
-    from xla_lab import session as session_mod
-
-    if budget is None:
-        raise ValueError("give a budget: 16GiB, 512MiB, or a device such as v5e or A100")
-    session = session or session_mod.get()
-    queue = session.start_queue()
-    result = start_fit(queue, step, dims, budget, multiple, max_size, session)
-    RESULTS[:] = RESULTS[-7:] + [result]
-    if wait:
-        queue.run_pending()
-    return result
 
 
 def start_fit(queue, step, dims, budget, multiple: int = 1, max_size: int | None = None, session=None) -> FitResult:

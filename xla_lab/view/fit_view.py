@@ -210,6 +210,33 @@ def to_rich(d: dict):
     return Group(*items)
 
 
+class FitView:
+    """A fit's result as Jupyter, terminal IPython and ``repr`` show it; everything else is the result's
+    (``.result``: the data, ``precompile/fit.py``)."""
+
+    def __init__(self, result):
+        self.result = result
+
+    def __getattr__(self, name: str):
+        return getattr(self.result, name)
+
+    def wait(self, timeout: float | None = None) -> "FitView":
+        self.result.wait(timeout)
+        return self
+
+    def text(self) -> str:
+        return to_text(self.result.to_dict())
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {"text/plain": self.text(), "text/html": to_html(self.result.to_dict())}
+
+    def __rich__(self):
+        return to_rich(self.result.to_dict())
+
+
 def live_widget(result, min_interval: float = 0.25):
     """An ipywidgets.HTML that follows a running fit; its bundle keeps static text/plain and text/html
     (what a saved notebook shows)."""
@@ -218,11 +245,11 @@ def live_widget(result, min_interval: float = 0.25):
     class FitWidget(ipywidgets.HTML):
         def _repr_mimebundle_(self, **kwargs):
             bundle = super()._repr_mimebundle_(**kwargs) or {}
-            bundle.update(result._repr_mimebundle_())
+            bundle.update(FitView(result)._repr_mimebundle_())
             return bundle
 
         def __repr__(self) -> str:
-            return result.text()
+            return to_text(result.to_dict())
 
     widget = FitWidget(value=to_html(result.to_dict()))
     lock = threading.Lock()
