@@ -132,6 +132,11 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
             if session.lean:
                 recorded = ([(profile_data, profiler.executions_at_start)] if profile_data else []) + \
                     list(zip(chunks, window.opened_at if window is not None else []))
+                if not recorded and (capture.metrics.get("counts") or {}).get("compile"):
+                    # (the window started closed and a compile came: a session ended now lists its module)
+                    from xla_lab.session import live_modules
+
+                    recorded = [(live_modules(), -1)]
                 modules = session.lean_modules.new([data for data, _ in recorded], capture.notes)
                 lean = (session.lean_modules, recorded)
             recorder.build(modules, lean)
@@ -198,9 +203,15 @@ def _open_compile_window(recorder):
     if not settings.current().compile_profile and not recorder.lean:  # (lean: the window brings the modules)
         return None
     window = CompileWindow()
-    if window.start():
+    if window.start(closed=_ran_steady_before(recorder)):
         recorder.on_explicit_sync(window.after_sync)  # closes it once the loop is steady
     return window
+
+
+def _ran_steady_before(recorder) -> bool:
+    """The cell's last run had steps and compiled none (a cached loop run again)."""
+    last = next((c for c in reversed(recorder.earlier) if c.cell_id == recorder.capture.cell_id), None)
+    return last is not None and bool(last.steps) and all(s.cache != "miss" for s in last.steps)
 
 
 def _attach_compile_profiles(capture: CellCapture, window, profiler, profile_data: bytes | None,
@@ -216,7 +227,8 @@ def _attach_compile_profiles(capture: CellCapture, window, profiler, profile_dat
             attach_compile_profiles(capture, [profile_data] if profile_data else [], failure=profiler.failure or (
                 None if profile_data else "the --profile session recorded nothing"))
         elif window is not None:
-            attach_compile_profiles(capture, chunks, missed=window.missed, failure=window.failure)
+            attach_compile_profiles(capture, chunks, missed=window.missed, failure=window.failure,
+                                    started_closed=window.started_closed)
     except Exception as exc:  # never lose the capture to a compile profile
         capture.notes.append(f"the compile profiles could not be read: {type(exc).__name__}: {exc}")
 

@@ -164,7 +164,7 @@ class Session:
         if self.lean:  # the modules: from a profiler session's list of live modules
             self._lean_pending.extend(compiles)
             if compiles:
-                self.adopt_lean_modules(self.lean_modules.new([_live_modules()]))
+                self.adopt_lean_modules(self.lean_modules.new([live_modules()]))
         else:
             for event, module in zip(compiles, self.dumps.collect()):
                 self._keep_outside(event, module)
@@ -221,7 +221,7 @@ class Session:
 DEFER_DELAY_S = 0.1  # how long a capture's deferred work lets the cell's own end go first
 
 
-def _live_modules() -> bytes:
+def live_modules() -> bytes:
     """A profiler session started and ended at once: XLA lists every live executable's module when a
     session ends (lean capture's modules of compiles outside cells). Empty when one cannot start."""
     import torch_xla

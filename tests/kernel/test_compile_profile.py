@@ -127,6 +127,42 @@ def test_the_session_closes_on_a_steady_loop_and_opens_again_after_a_compile(ip,
     _check_profile(misses[-1])
 
 
+def test_a_cached_loop_run_again_starts_with_the_session_closed(ip, xla_cell, fresh_dim):
+    """A cell whose last run compiled nothing runs again with no session (ending one would be most of a
+    short loop's cost); a compile it then makes has no profile and says why, and the next one has."""
+    from xla_lab.profile import compile_window
+
+    assert ip.run_cell(SETUP.format(d=fresh_dim)).success
+    loop = f"""for n in sizes:
+    loss = cp_model(torch.randn(n, {fresh_dim}).to(dev)).pow(2).mean()
+    loss.backward(); cp_opt.step(); cp_opt.zero_grad()
+    torch_xla.sync()
+"""
+    ip.user_ns["sizes"] = (8, 8, 8, 8)
+    xla_cell(loop)  # compiles
+    xla_cell(loop)  # all cached
+    opened = []
+    original = compile_window.CompileWindow._open
+
+    def counted(self):
+        opened.append(self)
+        return original(self)
+
+    compile_window.CompileWindow._open = counted
+    try:
+        cached = xla_cell(loop)
+        assert cached.compiles == 0 and not opened  # no session at all
+        ip.user_ns["sizes"] = (8, 5, 3)
+        changed = xla_cell(loop)
+    finally:
+        compile_window.CompileWindow._open = original
+    misses = _misses(changed)
+    assert [s.index for s in misses] == [1, 2] and len(opened) == 1
+    assert misses[0].artifacts.compile_profile is None and misses[0].fusions  # (the HLO is there)
+    assert any("no compile profile for step(s) 1: the cell's last run compiled nothing" in n for n in changed.notes)
+    _check_profile(misses[1])
+
+
 def test_switched_off_there_is_no_session_and_no_note(ip, xla_cell, fresh_dim):
     assert ip.run_cell(SETUP.format(d=fresh_dim)).success
     try:

@@ -163,27 +163,28 @@ def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], execution
 
 
 def _owners(records: list[ExplicitSync], executions: list[Sample]) -> list[tuple[str | None, ExplicitSync | None]]:
-    """Whose each execution is: ``("ran", r)``: the graph torch.compile ran through
-    ``_run_cached_graph`` (the last execution inside the call: it may sync pending inputs first, those
-    are ``("inside", r)``); ``("sync", r)``: an explicit sync's (syncs and their executions in order:
-    the next sync not yet given one, if it was entered before the execution began); ``(None, None)``:
-    an implicit sync's."""
+    """Whose each execution is, records and executions taken in order (an execution can begin after the
+    next sync was entered: a fast loop runs ahead of its device): ``("sync", r)``: an explicit sync's;
+    ``("ran", r)``: the graph torch.compile ran through ``_run_cached_graph`` (the call may sync pending
+    inputs first: executions that begin inside the call before its last one are ``("inside", r)``);
+    ``(None, None)``: an implicit sync's (it began before the next record was entered)."""
     owners: list[tuple[str | None, ExplicitSync | None]] = [(None, None)] * len(executions)
-    for r in (r for r in records if r.graph_hash is not None):
-        inside = [i for i, ex in enumerate(executions)
-                  if owners[i][0] is None and r.enter - 1e-4 <= ex.start <= max(r.exit, r.enter) + 1e-4]
-        for i in inside:
-            owners[i] = ("ran" if i == inside[-1] else "inside", r)
-    syncs = [r for r in records if r.graph_hash is None]
-    nxt = 0
+    k = 0
     for i, ex in enumerate(executions):
-        if owners[i][0] is not None:
+        if k >= len(records) or records[k].enter > ex.start + 1e-4:
             continue
-        # in order: executions run in the order their syncs handed them over, and one may begin after
-        # the next sync was entered (a fast loop runs ahead of its device)
-        if nxt < len(syncs) and syncs[nxt].enter <= ex.start + 1e-4:
-            owners[i] = ("sync", syncs[nxt])
-            nxt += 1
+        r = records[k]
+        if r.graph_hash is None:
+            owners[i] = ("sync", r)
+            k += 1
+            continue
+        following = executions[i + 1] if i + 1 < len(executions) else None
+        later_record = records[k + 1].enter if k + 1 < len(records) else float("inf")
+        if following is not None and following.start <= max(r.exit, r.enter) + 1e-4 and following.start < later_record:
+            owners[i] = ("inside", r)
+        else:
+            owners[i] = ("ran", r)
+            k += 1
     return owners
 
 

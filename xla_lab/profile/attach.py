@@ -67,7 +67,8 @@ def instruction_count(hlo: str | None) -> int | None:
     return hlo.count(" = ") if hlo else None
 
 
-def attach_compile_profiles(capture, chunks: list[bytes], missed: int = 0, failure: str | None = None) -> None:
+def attach_compile_profiles(capture, chunks: list[bytes], missed: int = 0, failure: str | None = None,
+                            started_closed: bool = False) -> None:
     """Give each graph the cell compiled its compile profile (``GraphArtifacts.compile_profile``), from
     the bytes a compile window (``compile_window.py``) or a ``--profile`` session recorded. A compile
     the profiles do not cover gets a note that says why. Problems become notes."""
@@ -95,6 +96,10 @@ def attach_compile_profiles(capture, chunks: list[bytes], missed: int = 0, failu
     steps = ", ".join(str(s.index) for s in without[:8]) + (" ..." if len(without) > 8 else "")
     if failure:
         why = f"no compile profile for step(s) {steps}: {failure}"
+    elif missed and started_closed:
+        why = (f"no compile profile for step(s) {steps}: the cell's last run compiled nothing, so the compile "
+               "profile's session started closed for speed (it opens after such a compile, so a further compile "
+               "of the cell is profiled; run the cell again for the profile of a compile that repeats)")
     elif missed:
         why = (f"no compile profile for step(s) {steps}: compiled after the cell's loop had hit the cache "
                "twice in a row, while the compile profile's session was closed for speed (it opens again after "

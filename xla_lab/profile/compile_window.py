@@ -23,14 +23,21 @@ class CompileWindow:
         self.chunks: list[bytes] = []  # what each opening recorded
         self.opened_at: list[int] = []  # torch_xla's execution count when each opening began (lean capture)
         self._opened = 0
+        self.started_closed = False  # start(closed=True): the cell's last run compiled nothing
         self.missed = 0  # graphs compiled while the window was closed
         self.failure: str | None = None  # why there is no session (another profiler runs, ...)
         self.closed_by_steady = 0  # how often the window closed on a steady loop
         self._original_start_trace = None  # torch_xla's, while the window stands aside for it
 
-    def start(self) -> bool:
-        """Open the window; False (and ``failure`` says why) when a session cannot start."""
+    def start(self, closed: bool = False) -> bool:
+        """Open the window; False (and ``failure`` says why) when a session cannot start. ``closed``: start
+        as if the loop were steady already (the cell's last run compiled nothing): a session would only
+        record the cached steps and cost its ending (tens of ms: most of what a short cached loop would
+        pay); a compile then opens it, and that compile is told to have no profile."""
         self._compiles = _uncached_compiles()
+        if closed:
+            self.started_closed = True
+            return True
         return self._open()
 
     def _open(self) -> bool:
