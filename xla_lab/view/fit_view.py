@@ -113,7 +113,7 @@ def picture_svg(d: dict) -> str:
         return PAD_T + ph * (1 - v / y_max)
 
     e = html.escape
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+    out = [f'<svg width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
            'role="img" style="font:11px sans-serif">',
            f"<title>{e(d['step'])}: peak memory against {e(d['dimension'])}</title>",
            f'<line x1="{PAD_L}" y1="{PAD_T + ph}" x2="{PAD_L + pw}" y2="{PAD_T + ph}" stroke="#888"/>',
