@@ -202,8 +202,6 @@ def optimized_signature(after: HloModule, where_of) -> dict:
     parameters (XLA keeps their order and shapes), the scalar constants of every computation that came
     from traced code (an op type in their metadata: fusion may have moved them into a kernel), the
     traced ops left after optimization, in order, and the outputs. ``"source": "optimized"`` says so."""
-    entry = after.entry
-    params = [{"index": n, "shape": str(p.shape), "where": where_of(p)} for n, p in enumerate(entry.parameters)]
     constants, nodes = [], []
     for ins in after.instructions():
         op = ins.op_type
@@ -211,9 +209,9 @@ def optimized_signature(after: HloModule, where_of) -> dict:
             constants.append({"value": ins.literal, "shape": str(ins.shape), "op": _aten(op), "where": where_of(ins)})
         elif op and ins.opcode not in ("parameter", "constant"):
             nodes.append({"op": _aten(op), "shape": str(ins.shape), "where": where_of(ins)})
-    root = entry.root
-    outputs = [str(s) for s in root.shape.leaves()] if root.shape.is_tuple else [str(root.shape)]
-    return {"params": params, "constants": constants, "nodes": nodes, "outputs": outputs, "source": "optimized"}
+    signature = graph_signature(after, nodes, where_of)  # (its inputs and outputs; the constants are these)
+    signature.update(constants=constants, source="optimized")
+    return signature
 
 
 def _aten(op_type: str) -> str:
