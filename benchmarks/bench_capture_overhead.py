@@ -14,15 +14,17 @@ capture modes (README: "Capture modes").
           of pausing once the loop hits the cache: what the default saves)
       a3. the fixed cost per sync: a one-op graph synced 1000 times a turn, the same way
 (b) Compile path: the first two train steps (two compiles) of a 2-layer TransformerEncoder in fresh
-    processes, interleaved: plain torch_xla, ``%%xla`` in full and in lean capture, and plain torch_xla
-    with only XLA's dump flags, or only the source-line metadata xla_lab turns on, to show where the
-    cost is. XLA's CompileTime and the wall time of the (quiet) cell, medians with the spread of the
-    per-round ratios (goal: lean <= 1.03); then the time the capture's analysis took after the cell
-    (``Session.defer``: the next execution or view waits for it). The same for a 12-layer model's
-    compile (plain, full and lean; ``--big-layers 0`` skips it).
+    processes, interleaved (who goes first turns round): plain torch_xla, ``%%xla`` in full and in lean
+    capture (``--explain`` adds plain torch_xla with only XLA's dump flags, or only the source-line
+    metadata xla_lab turns on, to show where the cost is). XLA's CompileTime, the wall time of the
+    (quiet) cell and its CPU time (which the machine's other tenants do not take), medians with the
+    spread of the per-round ratios (goal: lean <= 1.03); then the time the capture's analysis took
+    after the cell (``Session.defer``: the next execution or view waits for it). The same for a
+    12-layer model's compile (plain, full and lean; ``--big-layers 0`` skips it).
 
     python benchmarks/bench_capture_overhead.py [--pairs 5] [--rounds 6] [--always-rounds 2] [--steps 200]
-                                                [--repeats 3] [--big-layers 12] [--skip-steady]
+                                                [--repeats 6] [--big-layers 12] [--big-repeats 3]
+                                                [--skip-steady] [--explain]
 """
 
 from __future__ import annotations
@@ -175,10 +177,10 @@ def worker_compile(kind: str, layers: int) -> dict:
     ip = _shell(kind if lab else "plain")
     assert ip.run_cell(SETUP_BERT.format(layers=layers)).success
     before = _compile_total_s()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     assert ip.run_cell(("%%xla -q\n" if lab else "") + BERT_STEPS).success
-    wall = time.perf_counter() - t0
-    out = {"compile_s": _compile_total_s() - before, "wall_s": wall}
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    out = {"compile_s": _compile_total_s() - before, "wall_s": wall, "cpu_s": cpu}
     if lab:
         import xla_lab
 
@@ -211,10 +213,14 @@ class LiveWorker:
     """A worker process that stays up between timed loops (its graphs compiled once). ``script``: the
     benchmark whose ``--worker KIND`` it runs (this one by default)."""
 
-    def __init__(self, kind: str, steps: int, script: str = __file__):
+    def __init__(self, kind: str, steps: int, script: str = __file__, wait: bool = True):
         self.proc = subprocess.Popen([sys.executable, script, "--worker", kind, "--steps", str(steps)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=_env())
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
         self._expect("READY")
 
     def _expect(self, word: str) -> str:
@@ -252,7 +258,9 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int) -> Non
     modes = ("plain", "full", "lean")
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     for _ in range(pairs):  # (a process's own layout in memory can make it a few % faster or slower)
-        workers = {m: LiveWorker(f"{m}-loop", steps) for m in modes}
+        workers = {m: LiveWorker(f"{m}-loop", steps, wait=False) for m in modes}  # (they warm up together)
+        for w in workers.values():
+            w.wait_ready()
         try:
             for i in range(rounds):
                 what = "full" if i < always_rounds else "short"
@@ -290,18 +298,18 @@ def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> None:
     print(f"(b) compile path: first two train steps of a {layers}-layer TransformerEncoder (d=256, seq 128, "
           f"batch 8), {repeats} rounds of fresh processes, interleaved")
     results = {k: [] for k in kinds}
-    for _ in range(repeats):
-        for k in kinds:
+    for i in range(repeats):
+        for k in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:  # who goes first turns round
             results[k].append(run_worker(f"{k}-compile", "--layers", str(layers)))
     base = results["plain"]
-    for what, label in (("compile_s", "XLA CompileTime"), ("wall_s", "cell wall time ")):
+    for what, label in (("compile_s", "XLA CompileTime"), ("wall_s", "cell wall time "), ("cpu_s", "cell CPU time  ")):
         b = statistics.median(r[what] for r in base)
         print(f"    {label}  plain {b:.3f} s")
         for k in kinds[1:]:
             ratios = [r[what] / p[what] for r, p in zip(results[k], base)]
             name = {"full": "%%xla full", "lean": "%%xla lean", "dump": "dump flags only",
                     "metadata": "line metadata only"}[k]
-            goal = {"lean": " (goal <= 1.03)"}.get(k, "")
+            goal = {"lean": " (goal <= 1.03)"}.get(k, "") if what != "cpu_s" else ""
             print(f"      {name:18} {statistics.median(r[what] for r in results[k]):.3f} s  ratio "
                   f"{statistics.median(ratios):.3f} [{spread(ratios)}]{goal}")
     for k in ("full", "lean"):
@@ -324,8 +332,11 @@ def main() -> None:
     parser.add_argument("--always-rounds", type=int, default=2,
                         help="rounds of each pair that also time --track-lines always (a2)")
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3, help="rounds of fresh processes in (b)")
+    parser.add_argument("--repeats", type=int, default=6, help="rounds of fresh processes in (b)")
     parser.add_argument("--big-layers", type=int, default=12, help="layers of the big model's compile (0: skip)")
+    parser.add_argument("--big-repeats", type=int, default=3, help="rounds of fresh processes for the big model")
+    parser.add_argument("--explain", action="store_true",
+                        help="(b) also times plain torch_xla with only XLA's dump flags and with only the line metadata")
     parser.add_argument("--layers", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--skip-steady", action="store_true", help="only (b), the compile path")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
@@ -341,9 +352,9 @@ def main() -> None:
 
     if not args.skip_steady:
         steady_state(args.rounds, args.steps, args.pairs, min(args.always_rounds, args.rounds))
-    compile_path(2, args.repeats, ("plain", "full", "lean", "dump", "metadata"))
+    compile_path(2, args.repeats, ("plain", "full", "lean") + (("dump", "metadata") if args.explain else ()))
     if args.big_layers:
-        compile_path(args.big_layers, args.repeats, ("plain", "full", "lean"))
+        compile_path(args.big_layers, args.big_repeats, ("plain", "full", "lean"))
 
 
 if __name__ == "__main__":
