@@ -13,6 +13,9 @@ capture modes (README: "Capture modes").
       a2. full capture with ``--track-lines always`` (source lines recorded on every traced op instead
           of pausing once the loop hits the cache: what the default saves)
       a3. the fixed cost per sync: a one-op graph synced 1000 times a turn, the same way
+      a4. xla_lab's own cost without process-to-process luck: in one full and one lean process, the short
+          loop as a ``%%xla`` cell and as a plain cell of the same kernel taking turns, the capture's
+          analysis after the cell counted in its turn (``--own-rounds 0`` skips it)
 (b) Compile path: the first two train steps (two compiles) of a 2-layer TransformerEncoder in fresh
     processes, interleaved (who goes first turns round): plain torch_xla, ``%%xla`` in full and in lean
     capture (``--explain`` adds plain torch_xla with only XLA's dump flags, or only the source-line
@@ -24,7 +27,7 @@ capture modes (README: "Capture modes").
 
     python benchmarks/bench_capture_overhead.py [--pairs 5] [--rounds 6] [--always-rounds 2] [--steps 200]
                                                 [--repeats 6] [--big-layers 12] [--big-repeats 3]
-                                                [--skip-steady] [--explain]
+                                                [--own-rounds 8] [--skip-steady] [--explain]
 """
 
 from __future__ import annotations
@@ -161,6 +164,51 @@ def worker_loop(mode: str, steps: int) -> None:
                 c = xla_lab.last()
                 assert len(c.steps) == n and c.compiles == 0, "the timed loop was not all cache hits"
         print("TIMES " + json.dumps(times), flush=True)
+
+
+def worker_own_cost(mode: str, rounds: int) -> dict:
+    """xla_lab's own cost on a cached loop, in one process (no process-to-process luck): the short loop
+    as a ``%%xla -q`` cell and as a plain cell of the same kernel, taking turns (who goes first turns
+    round). The plain cell runs as in plain torch_xla: source lines off (xla_lab keeps them on outside
+    its cells), and the capture's switches only act on compiles (XLA_HLO_DEBUG on lowering, the
+    analysis level 1 on compiles), which a cached loop does not do. The capture's analysis after each
+    ``%%xla`` cell (``Session.defer``) is counted in the cell's turn here."""
+    import torch_xla
+
+    import xla_lab
+
+    ip = _shell(mode)
+    assert ip.run_cell(SETUP_MLP + SETUP_SHORT).success
+    assert ip.run_cell("%%xla -q\n" + SHORT_LOOP.format(steps=3)).success
+    assert ip.run_cell(SHORT_LOOP.format(steps=3)).success
+    ratios = []
+    for i in range(rounds):
+        times = {}
+        for lab in ((True, False) if i % 2 == 0 else (False, True)):
+            torch_xla._XLAC._set_ir_debug(False)
+            t0 = time.perf_counter()
+            assert ip.run_cell(("%%xla -q\n" if lab else "") + SHORT_LOOP.format(steps=SHORT_STEPS)).success
+            if lab:
+                c = xla_lab.last()  # (waits for the capture's analysis)
+                assert len(c.steps) == SHORT_STEPS and c.compiles == 0, "the timed loop was not all cache hits"
+            times[lab] = time.perf_counter() - t0
+        ratios.append(times[True] / times[False])
+        ms = times[False] / SHORT_STEPS * 1e3
+    return {"ratios": ratios, "plain_ms": ms}
+
+
+def own_cost(rounds: int) -> None:
+    print(f"(a4) xla_lab's own cost, in one process: the short loop as a %%xla cell and as a plain cell of the "
+          f"same kernel taking turns, {rounds} rounds, the capture's analysis after the cell included")
+    for mode in ("full", "lean"):
+        proc = subprocess.run([sys.executable, __file__, "--worker", f"{mode}-own", "--rounds", str(rounds)],
+                              capture_output=True, text=True, env=_env(), timeout=3600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"worker {mode}-own failed:\n{proc.stderr[-4000:]}")
+        out = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
+        r = out["ratios"]
+        print(f"    {mode:4} %%xla / plain cell  median {statistics.median(r):.3f} (middle half {quartiles(r)}, "
+              f"all {spread(r)}; plain {out['plain_ms']:.2f} ms/step)")
 
 
 def worker_compile(kind: str, layers: int) -> dict:
@@ -338,12 +386,16 @@ def main() -> None:
     parser.add_argument("--explain", action="store_true",
                         help="(b) also times plain torch_xla with only XLA's dump flags and with only the line metadata")
     parser.add_argument("--layers", type=int, default=2, help=argparse.SUPPRESS)
+    parser.add_argument("--own-rounds", type=int, default=8, help="rounds of (a4), in one process (0: skip)")
     parser.add_argument("--skip-steady", action="store_true", help="only (b), the compile path")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.worker:
         kind = args.worker[0]
+        if kind.endswith("-own"):
+            print("RESULT " + json.dumps(worker_own_cost(kind.removesuffix("-own"), args.rounds)))
+            return
         if kind.endswith("-loop"):
             worker_loop(kind.removesuffix("-loop"), args.steps)
             return
@@ -352,6 +404,8 @@ def main() -> None:
 
     if not args.skip_steady:
         steady_state(args.rounds, args.steps, args.pairs, min(args.always_rounds, args.rounds))
+        if args.own_rounds:
+            own_cost(args.own_rounds)
     compile_path(2, args.repeats, ("plain", "full", "lean") + (("dump", "metadata") if args.explain else ()))
     if args.big_layers:
         compile_path(args.big_layers, args.big_repeats, ("plain", "full", "lean"))
