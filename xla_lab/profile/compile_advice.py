@@ -26,7 +26,7 @@ HEAVY_LINE_SHARE = 0.4
 HEAVY_LINE_KERNELS = 10
 LONG_COMPILE_S = 20.0  # a full-capture compile this long is told what the dump cost and that lean capture exists
 # Full capture's compile time over plain torch_xla's, as benchmarks/bench_capture_overhead.py measured it
-# here (README: "Capture modes"); lean capture's 1.04-1.12 in noisy runs (README: "Benchmarks")
+# here (README: "Capture modes"); lean capture's 0.95-1.12 in noisy runs (README: "Benchmarks")
 DUMP_SLOWDOWN = "1.1-1.4x"
 
 
