@@ -181,7 +181,7 @@ def worker_own_cost(mode: str, rounds: int) -> dict:
     assert ip.run_cell(SETUP_MLP + SETUP_SHORT).success
     assert ip.run_cell("%%xla -q\n" + SHORT_LOOP.format(steps=3)).success
     assert ip.run_cell(SHORT_LOOP.format(steps=3)).success
-    ratios = []
+    ratios, plain_s = [], []
     for i in range(rounds):
         times = {}
         for lab in ((True, False) if i % 2 == 0 else (False, True)):
@@ -193,19 +193,15 @@ def worker_own_cost(mode: str, rounds: int) -> dict:
                 assert len(c.steps) == SHORT_STEPS and c.compiles == 0, "the timed loop was not all cache hits"
             times[lab] = time.perf_counter() - t0
         ratios.append(times[True] / times[False])
-        ms = times[False] / SHORT_STEPS * 1e3
-    return {"ratios": ratios, "plain_ms": ms}
+        plain_s.append(times[False])
+    return {"ratios": ratios, "plain_ms": statistics.median(plain_s) / SHORT_STEPS * 1e3}
 
 
 def own_cost(rounds: int) -> None:
     print(f"(a4) xla_lab's own cost, in one process: the short loop as a %%xla cell and as a plain cell of the "
           f"same kernel taking turns, {rounds} rounds, the capture's analysis after the cell included")
     for mode in ("full", "lean"):
-        proc = subprocess.run([sys.executable, __file__, "--worker", f"{mode}-own", "--rounds", str(rounds)],
-                              capture_output=True, text=True, env=_env(), timeout=3600)
-        if proc.returncode != 0:
-            raise RuntimeError(f"worker {mode}-own failed:\n{proc.stderr[-4000:]}")
-        out = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
+        out = run_worker(f"{mode}-own", "--rounds", str(rounds))
         r = out["ratios"]
         print(f"    {mode:4} %%xla / plain cell  median {statistics.median(r):.3f} (middle half {quartiles(r)}, "
               f"all {spread(r)}; plain {out['plain_ms']:.2f} ms/step)")
@@ -288,6 +284,11 @@ class LiveWorker:
         self.proc.wait(timeout=60)
 
 
+def turned(items: tuple, i: int) -> tuple:
+    """``items`` in the order of round ``i``: who goes first turns round."""
+    return items[i % len(items):] + items[:i % len(items)]
+
+
 def spread(values: list[float]) -> str:
     return f"{min(values):.3f}..{max(values):.3f}"
 
@@ -312,8 +313,7 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int) -> Non
         try:
             for i in range(rounds):
                 what = "full" if i < always_rounds else "short"
-                order = modes[i % 3:] + modes[:i % 3]  # who goes first turns round
-                for m in order:
+                for m in turned(modes, i):
                     runs[m].append(workers[m].run(what))
         finally:
             for w in workers.values():
@@ -347,7 +347,7 @@ def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> None:
           f"batch 8), {repeats} rounds of fresh processes, interleaved")
     results = {k: [] for k in kinds}
     for i in range(repeats):
-        for k in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:  # who goes first turns round
+        for k in turned(kinds, i):
             results[k].append(run_worker(f"{k}-compile", "--layers", str(layers)))
     base = results["plain"]
     for what, label in (("compile_s", "XLA CompileTime"), ("wall_s", "cell wall time "), ("cpu_s", "cell CPU time  ")):
