@@ -589,6 +589,28 @@ def test_fast_path_takes_most_lines():
     assert lazy > 2000 and lazy >= 0.95 * (lazy + with_attributes)
 
 
+LEAN_PRINTED = FIXTURES.parent / "lean" / "transformer_train.printed.txt"  # (lean/make_printed.py)
+
+
+def test_fast_path_agrees_with_the_scanner_on_text_printed_with_operand_shapes():
+    """Lean capture's text: torch_xla's printer writes every operand with its shape."""
+    printed = LEAN_PRINTED.read_text()
+    assert re.search(r"dot\(f32\[[\d,]+\]\{[\d,]+\} %[\w.]+, f32\[", printed)
+    assert re.search(r", /\*index=\d+\*/[a-z]\w*\[", printed)
+    _same_outcome(printed)
+
+
+def test_fast_path_takes_the_lines_printed_with_operand_shapes():
+    """(Their attribute dicts not built until read: they came by the fast path.)"""
+    m = parse_module(LEAN_PRINTED.read_text())
+    with_operands = [ins for ins in m.instructions() if ins.operands]
+    lazy = [ins for ins in with_operands if ins._attributes is None]
+    built = [ins for ins in with_operands if ins._attributes]
+    assert len(lazy) > 500 and len(lazy) >= 0.95 * (len(lazy) + len(built))
+    dot = next(ins for ins in lazy if ins.opcode == "dot")
+    assert len(dot.operands) == 2 and all(m.instruction(name).name == name for name in dot.operands)
+
+
 def test_fast_metadata_agrees_with_the_scanner():
     values = {ins.attributes["metadata"] for name in FILES for ins in module(name).instructions()
               if "metadata" in ins.attributes}

@@ -400,11 +400,15 @@ _FAST_META = r'\{(?>[\w.\-]+=(?:' + _STR + r'|[^\s"(){}\[\]/\\]++(?=[ }])) ?)*+\
 _FAST_ATTR_VALUE = rf"(?:(?<=, metadata=){_FAST_META}|(?<!, metadata=){_FAST_VALUE})"
 _FAST_SHAPE = r"[a-z][a-z0-9]*\[[\d,<=?]*\](?:\{[\w,:()*]*\})?"  # an array shape
 _FAST_OPERAND = r"(?:/\*index=\d+\*/)?%?[\w.\-]+"
+# An operand with its shape, as torch_xla's printer writes every operand (lean capture's text):
+# ``f32[8]{0} %a`` or ``/*index=5*/s32[] %b``.
+_FAST_SHAPED_OPERAND = rf"(?:/\*index=\d+\*/)?{_FAST_SHAPE} %?[\w.\-]+"
 # [ROOT] %name = shape opcode(operands); the attribute text after it is checked by _FAST_ATTRIBUTES.
 _FAST_HEAD = re.compile(
     r"\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*"
     rf"({_FAST_SHAPE})\s+([a-z][\w\-]*)"
-    rf"\(((?:{_FAST_OPERAND}(?:, {_FAST_OPERAND})*+)?)\)")
+    rf"\(((?:{_FAST_OPERAND}(?:, {_FAST_OPERAND})*+)?"
+    rf"|{_FAST_SHAPED_OPERAND}(?:, {_FAST_SHAPED_OPERAND})*+)\)")
 _FAST_ATTRIBUTES = re.compile(
     rf"(?>, (?P<key>[\w.\-]+)={_FAST_ATTR_VALUE}(?!.*, (?P=key)=)){{0,16}}+\s*")  # unique keys
 _FAST_PAIR = re.compile(rf", ([\w.\-]+)=({_FAST_ATTR_VALUE})")  # the (key, value)s of a fast line
@@ -558,6 +562,8 @@ def _fast_instruction(m: re.Match, line: str, number: int, shapes: dict[str, Sha
         literal = inner
         if opcode == "parameter" and not (inner.isdecimal() and len(inner) < 10):  # as _PARAM_NUMBER
             raise _Fail(f"parameter number {inner!r} is not an integer")
+    elif "[" in inner:  # every operand with its shape (_FAST_SHAPED_OPERAND): the name is the last word
+        operands = [item[item.rfind(" ") + 1:].lstrip("%") for item in inner.split(", ")]
     elif "/" in inner:
         operands = _FAST_NAME.findall(inner)  # skips the /*index=N*/ comments
     else:
