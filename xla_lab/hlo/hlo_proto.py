@@ -80,13 +80,18 @@ def read_hlo_proto(data: bytes) -> OptimizedModule:
     if not top.hlo_module:
         raise ProtoError("the HloProto holds no module")
     module = _parse("Module", top.hlo_module)
-    names, shapes = {}, {}
+    names, by_name = {}, {}
     for comp in module.computations:
         for ins in comp.instructions:
             name = ins.name.decode("utf-8", "replace")
             names[ins.id] = name
-            shapes[name] = _shape_text(ins.shape)
-    allocs = with_shapes(allocations(top.buffer_assignment, names), shapes.get)
+            by_name[name] = ins
+
+    def shape_of(name: str) -> str | None:  # (only the buffers' instructions: a few of a big module's)
+        ins = by_name.get(name)
+        return _shape_text(ins.shape) if ins is not None else None
+
+    allocs = with_shapes(allocations(top.buffer_assignment, names), shape_of)
     return OptimizedModule(module.name.decode("utf-8", "replace"), module.id, bytes(top.hlo_module), allocs)
 
 
