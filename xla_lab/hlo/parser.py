@@ -9,7 +9,8 @@ scanner jumps from one bracket or quote to the next with ``re.search``, so the t
 text. Operand and called-computation names are resolved once the whole module is read.
 
 Speed: an optimized module of a real model has ~100k instruction lines, nearly all in one simple form.
-Those take a fast path (``_FAST_HEAD``, a regex for the whole line up to the operands), their
+Those take a fast path (``_FAST_HEAD``, a regex for the whole line up to the operands, written by
+name as XLA's dump writes them or each with its shape as torch_xla's printer does for lean capture), their
 attribute texts, which repeat a lot, are checked once per distinct text, and their ``attributes`` and
 ``metadata`` dicts are built only when read. The fast path accepts only what the scanner accepts, with
 the same result, so the guarantees below do not depend on it.
