@@ -87,49 +87,58 @@ class SyncHook:
         if getattr(original, "__name__", "") == HOOK_FUNCTION:  # left over from a crashed run
             original = original.__wrapped__
         self._original = original
+        # Everything the hook calls is bound here once: it runs on every sync of a cached loop, where each
+        # attribute or module lookup is a share of the step (see "Capture modes" in the README).
         records = self.records
         debug_file = self._debug_file
         hook = self
-        tracking = self.tracking
+        after_sync = self.tracking.after_sync
         listeners = self.listeners
         compiles = self._xlac._xla_counter_value
-        with_frames = self.frames
-        cell_file = self.cell_file
+        fallback_ops = self._xlac._get_executed_fallback_ops
+        frames_of = CallerFrames(self.cell_file) if self.frames else None
+        now = time.time
+        get_frame = sys._getframe
 
         def _xla_lab_step_marker(*args, **kwargs):
             __tracebackhide__ = True  # noqa: F841  (an error of the sync shows at the user's line)
-            record = ExplicitSync(enter=time.time(), final=hook.final_pending, fallbacks=fallback_counts())
-            if with_frames:
-                record.frames = caller_frames(sys._getframe(1), cell_file)
+            ops = fallback_ops()
+            record = ExplicitSync(now(), final=hook.final_pending, fallbacks=_counts(compiles, ops) if ops else {})
             # full capture: an execution writes a block to the sync log; lean capture's log has blocks for
             # compiles only, so torch_xla's counters tell (a cache hit counts as a cached compile)
-            size = -1 if with_frames else _size(debug_file)
+            if frames_of is not None:
+                record.frames = frames_of(get_frame(1))
+                size = -1
+                cached = compiles("CachedCompile")
+            else:
+                size = _size(debug_file)
             uncached = compiles("UncachedCompile")
-            cached = compiles("CachedCompile") if with_frames else 0
             done = False
             try:
                 out = original(*args, **kwargs)
                 done = True
                 return out
             finally:
-                returned = time.time()
+                returned = now()
                 compiled = compiles("UncachedCompile") != uncached
                 # A sync that raised (XLA rejected the graph) logged a compile but ran nothing.
-                if with_frames:
+                if frames_of is not None:
                     record.executed = done and (compiled or compiles("CachedCompile") != cached)
                 else:
                     record.executed = done and _size(debug_file) != size
                 records.append(record)
-                tracking.after_sync(compiled=compiled, executed=record.executed)
-                for listener in listeners:
-                    listener(record.executed)
-                record.exit = time.time()
+                after_sync(compiled, record.executed)
                 if listeners:
+                    for listener in listeners:
+                        listener(record.executed)
+                    record.exit = now()
                     record.held_s = record.exit - returned
+                else:
+                    record.exit = returned
 
         _xla_lab_step_marker.__wrapped__ = original
         self._xlac._xla_step_marker = _xla_lab_step_marker
-        if with_frames:
+        if self.frames:
             self._wrap_cached_runs()
 
     def _wrap_cached_runs(self) -> None:
@@ -142,11 +151,11 @@ class SyncHook:
         if getattr(original, "__name__", "") == CACHED_RUN_FUNCTION:
             original = original.__wrapped__
         self._original_run = original
-        records, cell_file = self.records, self.cell_file
+        records, frames_of = self.records, CallerFrames(self.cell_file)
 
         def _xla_lab_cached_run(graph_hash, *args, **kwargs):
             __tracebackhide__ = True  # noqa: F841
-            record = ExplicitSync(enter=time.time(), executed=True, frames=caller_frames(sys._getframe(1), cell_file),
+            record = ExplicitSync(enter=time.time(), executed=True, frames=frames_of(sys._getframe(1)),
                                   graph_hash=bytes(graph_hash)[::-1].hex() if isinstance(graph_hash, bytes) else None)
             try:
                 return original(graph_hash, *args, **kwargs)
@@ -179,15 +188,49 @@ def caller_frames(frame, cell_file: str | None, limit: int = 32) -> list[Frame]:
     return out
 
 
+class CallerFrames:
+    """``caller_frames`` for a hook that runs on every step: a loop syncs from the same lines each time,
+    so each distinct chain of (code, line) is turned into ``Frame`` records once, and later syncs from it
+    share that list (read-only). The memo keeps the code objects it has seen, so their ids stay unique."""
+
+    def __init__(self, cell_file: str | None, limit: int = 32):
+        self.cell_file = cell_file
+        self.limit = limit
+        self._memo: dict[tuple, tuple[list, list[Frame]]] = {}
+
+    def __call__(self, frame) -> list[Frame]:
+        key = []
+        start, cell_file, limit = frame, self.cell_file, self.limit * 2
+        while frame is not None and len(key) < limit:
+            code = frame.f_code
+            key.append(id(code))
+            key.append(frame.f_lineno)
+            if code.co_filename == cell_file:
+                break
+            frame = frame.f_back
+        key = tuple(key)
+        known = self._memo.get(key)
+        if known is None:
+            frames = caller_frames(start, cell_file, self.limit)
+            codes, f = [], start
+            for _ in frames:  # (kept alive with the entry)
+                codes.append(f.f_code)
+                f = f.f_back
+            known = self._memo[key] = (codes, frames)
+        return known[1]
+
+
 def fallback_counts() -> dict[str, int]:
     """Cumulative count per CPU-fallback op (about 1 us when there are none)."""
     import torch_xla
 
     xlac = torch_xla._XLAC
     names = xlac._get_executed_fallback_ops()
-    if not names:
-        return {}
-    return {n.removeprefix("aten::"): xlac._xla_counter_value(n) or 0 for n in names if n not in NOT_FALLBACKS}
+    return _counts(xlac._xla_counter_value, names) if names else {}
+
+
+def _counts(counter, names) -> dict[str, int]:
+    return {n.removeprefix("aten::"): counter(n) or 0 for n in names if n not in NOT_FALLBACKS}
 
 
 def _size(path: str) -> int:
