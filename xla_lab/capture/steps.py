@@ -29,7 +29,7 @@ from .xla_logs import Frame, SyncEvent
 HOOK_FUNCTION = "_xla_lab_step_marker"  # the sync hook's name, as it shows in the sync log's frames
 
 
-@dataclass(slots=True)
+@dataclass
 class ExplicitSync:
     """One call of ``torch_xla.sync()`` / ``xm.mark_step()`` seen by the sync hook."""
 
