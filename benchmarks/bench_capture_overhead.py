@@ -27,7 +27,9 @@ capture modes (README: "Capture modes").
 
     python benchmarks/bench_capture_overhead.py [--pairs 5] [--rounds 6] [--always-rounds 2] [--steps 200]
                                                 [--repeats 6] [--big-layers 12] [--big-repeats 3]
-                                                [--own-rounds 8] [--skip-steady] [--explain]
+                                                [--own-rounds 8] [--skip-steady] [--explain] [--json OUT]
+
+``--json OUT`` also saves every round's raw times, so runs can be pooled (``pool_overhead.py``).
 """
 
 from __future__ import annotations
@@ -197,14 +199,16 @@ def worker_own_cost(mode: str, rounds: int) -> dict:
     return {"ratios": ratios, "plain_ms": statistics.median(plain_s) / SHORT_STEPS * 1e3}
 
 
-def own_cost(rounds: int) -> None:
+def own_cost(rounds: int) -> dict[str, dict]:
     print(f"(a4) xla_lab's own cost, in one process: the short loop as a %%xla cell and as a plain cell of the "
           f"same kernel taking turns, {rounds} rounds, the capture's analysis after the cell included")
+    outs = {}
     for mode in ("full", "lean"):
-        out = run_worker(f"{mode}-own", "--rounds", str(rounds))
+        out = outs[mode] = run_worker(f"{mode}-own", "--rounds", str(rounds))
         r = out["ratios"]
         print(f"    {mode:4} %%xla / plain cell  median {statistics.median(r):.3f} (middle half {quartiles(r)}, "
               f"all {spread(r)}; plain {out['plain_ms']:.2f} ms/step)")
+    return outs
 
 
 def worker_compile(kind: str, layers: int) -> dict:
@@ -298,7 +302,8 @@ def quartiles(values: list[float]) -> str:
     return f"{q[0]:.3f}..{q[2]:.3f}"
 
 
-def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int) -> None:
+def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int) -> dict[str, list[dict]]:
+    """Prints the ratios; returns each mode's timed turns, round by round (plain's i-th beside the others')."""
     print(f"(a) steady state: cached loops in live IPython processes taking turns, plain torch_xla, %%xla in full "
           f"capture and %%xla in lean capture: {pairs} groups of processes x {rounds} rounds (--track-lines always "
           f"in the first {always_rounds} of each): the Adam loop ({steps} steps a turn, MLP 256-512-512-10, batch "
@@ -340,9 +345,11 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int) -> Non
         print(f"    one-op graph: plain {ms([x['tiny'] for x in p], TINY_SYNCS) * 1e3:.0f} us/sync, {mode} "
               f"{ms([x['tiny'] for x in runs[mode]], TINY_SYNCS) * 1e3:.0f}: fixed cost {statistics.median(per_sync):.0f} "
               f"us per sync (spread {min(per_sync):.0f}..{max(per_sync):.0f})")
+    return runs
 
 
-def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> None:
+def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> dict[str, list[dict]]:
+    """Prints the ratios; returns each kind's fresh processes, round by round."""
     print(f"(b) compile path: first two train steps of a {layers}-layer TransformerEncoder (d=256, seq 128, "
           f"batch 8), {repeats} rounds of fresh processes, interleaved")
     results = {k: [] for k in kinds}
@@ -365,6 +372,7 @@ def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> None:
             spent = [r["analysis_s"] for r in results[k]]
             print(f"    {k}: the capture's analysis after the cell (Session.defer; waited for by the next "
                   f"execution or view) {statistics.median(spent):.3f} s [{spread(spent)}]")
+    return results
 
 
 def main() -> None:
@@ -388,6 +396,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--own-rounds", type=int, default=8, help="rounds of (a4), in one process (0: skip)")
     parser.add_argument("--skip-steady", action="store_true", help="only (b), the compile path")
+    parser.add_argument("--json", metavar="OUT", help="also save every round's raw times here (pool_overhead.py "
+                        "pools several runs)")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -402,13 +412,40 @@ def main() -> None:
         print("RESULT " + json.dumps(worker_compile(kind.removesuffix("-compile"), args.layers)))
         return
 
+    saved = {"code": _code_version(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+             "args": {k: v for k, v in vars(args).items() if k not in ("worker", "json")}, "compile": {}}
+
+    def save() -> None:  # (after each part: a run stopped half-way keeps what it measured)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(saved, f, indent=1)
+
     if not args.skip_steady:
-        steady_state(args.rounds, args.steps, args.pairs, min(args.always_rounds, args.rounds))
+        saved["steady"] = steady_state(args.rounds, args.steps, args.pairs, min(args.always_rounds, args.rounds))
+        save()
         if args.own_rounds:
-            own_cost(args.own_rounds)
-    compile_path(2, args.repeats, ("plain", "full", "lean") + (("dump", "metadata") if args.explain else ()))
+            saved["own"] = own_cost(args.own_rounds)
+            save()
+    saved["compile"]["2"] = compile_path(2, args.repeats, ("plain", "full", "lean") +
+                                         (("dump", "metadata") if args.explain else ()))
+    save()
     if args.big_layers:
-        compile_path(args.big_layers, args.big_repeats, ("plain", "full", "lean"))
+        saved["compile"][str(args.big_layers)] = compile_path(args.big_layers, args.big_repeats, ("plain", "full", "lean"))
+    saved["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    save()
+
+
+def _code_version() -> str | None:
+    """The commit measured (with ``+dirty`` when the working tree has changes), for pooling like with like."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (rev + ("+dirty" if dirty else "")) or None
 
 
 if __name__ == "__main__":

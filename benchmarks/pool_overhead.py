@@ -1,0 +1,131 @@
+"""Pool several runs of ``bench_capture_overhead.py --json OUT``: each goal's per-run median (what one run
+prints), whether three runs in a row meet every goal, and the median of all rounds of all runs with a 95%
+interval (runs resampled, then rounds within each run: a run's own luck, its processes and the machine's
+mood that hour, counts as much as its rounds do).
+
+One run's median of a figure moves by 3-5% from run to run on this shared 2-core machine, while lean
+capture's real cost is about 1%: pooled rounds say where a figure is, and how sure that is.
+
+    python benchmarks/pool_overhead.py RUN.json [RUN.json ...] [--bootstrap 4000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Figure:
+    label: str
+    goal: float | None  # None: printed beside the goals
+    ratios: Callable[[dict], list[float] | None]  # per-round ratios of one saved run (None: not measured)
+
+
+def _steady(mode: str, key: str) -> Callable[[dict], list[float] | None]:
+    def ratios(run: dict) -> list[float] | None:
+        turns = run.get("steady")
+        if not turns:
+            return None
+        return [x[key] / p[key] for x, p in zip(turns[mode], turns["plain"]) if key in x and key in p]
+    return ratios
+
+
+def _compile(layers: str | None, mode: str, key: str) -> Callable[[dict], list[float] | None]:
+    def ratios(run: dict) -> list[float] | None:
+        name = layers if layers is not None else _big(run)
+        results = run.get("compile", {}).get(name) if name else None
+        if not results or mode not in results:
+            return None
+        return [r[key] / p[key] for r, p in zip(results[mode], results["plain"])]
+    return ratios
+
+
+def _big(run: dict) -> str | None:
+    """The big model's key (``--big-layers``, 12 by default)."""
+    return next((k for k in run.get("compile", {}) if k != "2"), None)
+
+
+FIGURES = (
+    Figure("Adam loop (9 ms), full", 1.03, _steady("full", "loop")),
+    Figure("Adam loop (9 ms), lean", 1.02, _steady("lean", "loop")),
+    Figure("short loop (3 ms), lean", 1.02, _steady("lean", "short")),
+    Figure("short loop (3 ms), full", None, _steady("full", "short")),
+    Figure("2-layer first two steps, lean CompileTime", 1.03, _compile("2", "lean", "compile_s")),
+    Figure("2-layer first two steps, lean wall", 1.03, _compile("2", "lean", "wall_s")),
+    Figure("2-layer first two steps, full wall", None, _compile("2", "full", "wall_s")),
+    Figure("big model first two steps, lean CompileTime", 1.03, _compile(None, "lean", "compile_s")),
+    Figure("big model first two steps, lean wall", 1.03, _compile(None, "lean", "wall_s")),
+    Figure("big model first two steps, full wall", None, _compile(None, "full", "wall_s")),
+)
+
+
+def pooled_interval(per_run: list[list[float]], reps: int, seed: int = 0) -> tuple[float, float]:
+    """95% interval of the median of all rounds: resample runs, then rounds within each resampled run."""
+    rng = random.Random(seed)
+    medians = []
+    for _ in range(reps):
+        rounds: list[float] = []
+        for run in rng.choices(per_run, k=len(per_run)):
+            rounds.extend(rng.choices(run, k=len(run)))
+        medians.append(statistics.median(rounds))
+    medians.sort()
+    return medians[int(0.025 * (reps - 1))], medians[int(0.975 * (reps - 1))]
+
+
+def meets(run: dict) -> bool | None:
+    """Whether one run meets every goal it measured (None: it measured none)."""
+    results = [statistics.median(r) <= f.goal for f in FIGURES if f.goal is not None and (r := f.ratios(run))]
+    return all(results) if results else None
+
+
+def three_in_a_row(runs: list[dict]) -> bool:
+    streak = 0
+    for run in runs:
+        streak = streak + 1 if meets(run) and all(f.ratios(run) for f in FIGURES if f.goal is not None) else 0
+        if streak >= 3:
+            return True
+    return False
+
+
+def report(runs: list[dict], names: list[str], reps: int) -> str:
+    lines = [f"{len(runs)} runs: " + ", ".join(f"{n} ({r.get('code') or '?'}, {r.get('started', '?')})"
+                                               for n, r in zip(names, runs))]
+    for figure in FIGURES:
+        per_run = [(n, r) for n, run in zip(names, runs) if (r := figure.ratios(run))]
+        if not per_run:
+            continue
+        medians = [statistics.median(r) for _, r in per_run]
+        rounds = [x for _, r in per_run for x in r]
+        low, high = pooled_interval([r for _, r in per_run], reps)
+        goal = f"goal <= {figure.goal}" if figure.goal is not None else "no goal"
+        met = "" if figure.goal is None else f"; runs meeting it {sum(m <= figure.goal for m in medians)}/{len(medians)}"
+        lines.append(f"  {figure.label} ({goal})")
+        lines.append("    per run: " + ", ".join(f"{n} {m:.3f}" for (n, _), m in zip(per_run, medians)) + met)
+        lines.append(f"    pooled: median {statistics.median(rounds):.3f} of {len(rounds)} rounds, 95% interval "
+                     f"{low:.3f}..{high:.3f}; median of run medians {statistics.median(medians):.3f}")
+    every = [meets(r) for r in runs]
+    lines.append("  every goal per run: " + ", ".join(f"{n} {'yes' if m else 'no' if m is not None else '-'}"
+                                                      for n, m in zip(names, every)))
+    lines.append(f"  three runs in a row meeting every goal: {'yes' if three_in_a_row(runs) else 'no'}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="files written by bench_capture_overhead.py --json, in run order")
+    parser.add_argument("--bootstrap", type=int, default=4000, help="resamples for the pooled interval")
+    args = parser.parse_args()
+    runs = []
+    for path in args.runs:
+        with open(path) as f:
+            runs.append(json.load(f))
+    print(report(runs, args.runs, args.bootstrap))
+
+
+if __name__ == "__main__":
+    main()

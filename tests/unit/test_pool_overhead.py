@@ -1,0 +1,74 @@
+"""Pooling runs of the capture-overhead benchmark (``benchmarks/pool_overhead.py``): the ratios it takes from
+the saved rounds, the three-in-a-row verdict and the pooled interval. Pure: saved runs written here in the
+format ``bench_capture_overhead.py --json`` writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+import pool_overhead as pool  # noqa: E402
+
+
+def _run(lean: float, full: float = 1.0, rounds: int = 4, big: str = "12") -> dict:
+    """A saved run whose lean rounds all cost ``lean`` times plain's (full's ``full``), compile and loops."""
+    plain = {"loop": 1.8, "loop_cpu": 1.7, "short": 1.6, "short_cpu": 1.5, "tiny": 0.06, "tiny_cpu": 0.05}
+
+    def scaled(f: float) -> dict:
+        return {k: v * f for k, v in plain.items()}
+
+    compile_round = {"compile_s": 2.0, "wall_s": 2.5, "cpu_s": 4.0}
+    compiled = lambda f: [{k: v * f for k, v in compile_round.items()} for _ in range(rounds)]  # noqa: E731
+    return {
+        "code": "abc1234", "started": "2026-12-03T08:00:00",
+        "steady": {"plain": [dict(plain) for _ in range(rounds)], "full": [scaled(full) for _ in range(rounds)],
+                   "lean": [scaled(lean) for _ in range(rounds)]},
+        "compile": {"2": {"plain": compiled(1.0), "full": compiled(full), "lean": compiled(lean)},
+                    big: {"plain": compiled(1.0), "full": compiled(full), "lean": compiled(lean)}},
+    }
+
+
+def test_every_goal_is_read_from_the_saved_rounds():
+    run = _run(lean=1.01, full=1.02)
+    got = {f.label: f.ratios(run) for f in pool.FIGURES}
+    assert got["short loop (3 ms), lean"] == pytest.approx([1.01] * 4)
+    assert got["Adam loop (9 ms), full"] == pytest.approx([1.02] * 4)
+    assert got["big model first two steps, lean wall"] == pytest.approx([1.01] * 4)
+    assert pool.meets(run)
+    assert not pool.meets(_run(lean=1.025))  # (over the loops' 1.02, under the compiles' 1.03)
+
+
+def test_three_in_a_row_needs_three_adjacent_runs_that_meet_every_goal():
+    good, bad = _run(1.0), _run(1.05)
+    assert not pool.three_in_a_row([good, good, bad, good, good])
+    assert pool.three_in_a_row([bad, good, good, good])
+    partial = dict(good, compile={})  # (a run stopped before its compile rows measured no compile goal)
+    assert pool.meets(partial) and not pool.three_in_a_row([good, partial, good])
+
+
+def test_pooled_interval_covers_the_rounds_and_narrows_with_more_runs():
+    noisy = [[1.0, 1.04, 0.98, 1.02], [1.03, 1.01, 0.99, 1.05], [0.97, 1.02, 1.0, 1.01]]
+    low, high = pool.pooled_interval(noisy, reps=2000)
+    assert 0.97 <= low <= 1.01 <= high <= 1.05
+    wide = pool.pooled_interval(noisy[:1], reps=2000)
+    assert wide[1] - wide[0] >= high - low
+
+
+def test_the_script_prints_each_goal_per_run_and_pooled(tmp_path):
+    paths = []
+    for i, lean in enumerate((1.0, 1.01, 1.04)):
+        path = tmp_path / f"run{i}.json"
+        path.write_text(json.dumps(_run(lean, big="6")))
+        paths.append(str(path))
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "pool_overhead.py"), *paths, "--bootstrap", "200"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "short loop (3 ms), lean (goal <= 1.02)" in out and "runs meeting it 2/3" in out
+    assert "big model first two steps, lean CompileTime" in out  # (any --big-layers)
+    assert "pooled: median 1.010 of 12 rounds" in out
+    assert out.rstrip().endswith("three runs in a row meeting every goal: no")
