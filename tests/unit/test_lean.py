@@ -67,6 +67,10 @@ def test_the_optimized_module_carries_each_ops_call_stack(session_bytes):
     assert stacks
     assert any(f.file.endswith("make_fixtures.py") for stack in stacks.values() for f in stack)
     assert any(f.file.endswith("linear.py") for stack in stacks.values() for f in stack)  # inside nn.Linear
+    # ops with one stack share one list: a large optimized module has ~100,000 instructions and a few
+    # dozen stacks, and the analysis reads each distinct list once (it was a copy per instruction)
+    assert len({id(stack) for stack in stacks.values()}) == len({tuple(stack) for stack in stacks.values()})
+    assert len(stacks) > len({id(stack) for stack in stacks.values()})
 
 
 def test_each_execution_is_named_by_its_program(session_bytes):

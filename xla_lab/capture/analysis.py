@@ -185,9 +185,15 @@ def _analyze_lean(art: GraphArtifacts, proto_after: bytes, allocations: list | N
     art.memory = memory_summary(None, None, source_of=lambda name: _source(after, name, lines_of),
                                 allocations=with_shapes(allocations, shape_of) if allocations is not None else None)
 
+    cell_refs: dict[int, str | None] = {}  # id(stack) -> its cell line (the module's ops share a few dozen stacks)
+
     def where_of(ins) -> str | None:
-        ln = cells.line(stacks.get(ins.name, []))
-        return ref_with_code(ln) if ln else (_short(ins.source) if ins.source else None)
+        stack = stacks.get(ins.name, _NO_STACK)
+        ref = cell_refs.get(id(stack), _UNSEEN)
+        if ref is _UNSEEN:
+            ln = cells.line(stack)
+            ref = cell_refs[id(stack)] = ref_with_code(ln) if ln else None
+        return ref or (_short(ins.source) if ins.source else None)
 
     art.signature = optimized_signature(after, where_of)
     try:
@@ -418,6 +424,7 @@ def _key(ins) -> tuple | None:
 
 
 _NO_STACK: list[PyFrame] = []
+_UNSEEN = object()
 
 
 def _lines_by_key(before: HloModule, stacks: dict[str, list[PyFrame]], *line_of) -> tuple[dict, ...]:

@@ -291,14 +291,16 @@ def repair_stacks(module: HloModule, stacks: dict[str, list[PyFrame]]) -> dict[s
     out = dict(stacks)
     out.update(_imported_stacks(module))
     recorded = set(out) - set(stacks)
+    own: dict[tuple[str, int], list[PyFrame]] = {}  # one list per place (what reads stacks does each list once)
     for ins in module.instructions():
         if ins.name in recorded or not ins.source:
             continue
         stack = out.get(ins.name)
-        if stack and not _ends_at(stack, ins.source):
-            out[ins.name] = [PyFrame(ins.source[0], "?", ins.source[1])]
-        elif not stack and ins.source[0] in _GRAPHS:
-            out[ins.name] = [PyFrame(ins.source[0], "?", ins.source[1])]
+        if (stack and not _ends_at(stack, ins.source)) or (not stack and ins.source[0] in _GRAPHS):
+            mine = own.get(ins.source)
+            if mine is None:
+                mine = own[ins.source] = [PyFrame(ins.source[0], "?", ins.source[1])]
+            out[ins.name] = mine
     return resolve_generated(out)
 
 

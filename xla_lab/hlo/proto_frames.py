@@ -110,6 +110,10 @@ def computation_stacks(data: bytes) -> dict[str, dict[str, list[PyFrame]]]:
     cache: dict[int, list[PyFrame]] = {}
 
     def stack(frame_id: int) -> list[PyFrame]:
+        # (one list per frame id: a large module's ~100,000 instructions point at a few dozen frames, and
+        # what reads the stacks does each distinct list once)
+        if frame_id in cache:
+            return cache[frame_id]
         out: list[PyFrame] = []
         seen = set()
         fid = frame_id
