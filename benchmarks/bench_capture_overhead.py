@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 
-from pool_overhead import COMPILE_GOAL, LOOP_GOALS  # (the goals, one place for both scripts)
+from pool_overhead import COMPILE_GOAL, LOOP_GOALS, compile_ratios, steady_ratios  # (goals and ratios: one place)
 
 SETUP_MLP = """
 import torch, torch_xla
@@ -300,6 +300,8 @@ def spread(values: list[float]) -> str:
 
 
 def quartiles(values: list[float]) -> str:
+    if len(values) < 2:  # (statistics.quantiles needs two; --rounds 1)
+        return spread(values)
     q = statistics.quantiles(values, n=4)
     return f"{q[0]:.3f}..{q[2]:.3f}"
 
@@ -329,19 +331,16 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int) -> dic
     p = runs["plain"]
     ms = lambda xs, n: statistics.median(xs) / n * 1e3  # noqa: E731
 
-    def ratio(mode: str, key: str, base: str | None = None) -> list[float]:
-        return [x[key] / y[base or key] for x, y in zip(runs[mode], p) if key in x]
-
     for key, n, label in (("loop", steps, "Adam loop"), ("short", SHORT_STEPS, "short loop")):
         print(f"    {label}: plain {ms([x[key] for x in p], n):.2f} ms/step, full {ms([x[key] for x in runs['full']], n):.2f}, "
               f"lean {ms([x[key] for x in runs['lean']], n):.2f}")
         for mode in ("full", "lean"):
-            r, c = ratio(mode, key), ratio(mode, key + "_cpu")
+            r, c = steady_ratios(runs, mode, key), steady_ratios(runs, mode, key + "_cpu")
             goal = LOOP_GOALS.get((key, mode))
             print(f"      {mode:4} / plain  median {statistics.median(r):.3f} (middle half {quartiles(r)}, all {spread(r)} "
                   f"over {rounds} rounds; {f'goal <= {goal}' if goal else 'no goal, printed beside lean'})"
                   f"  CPU time {statistics.median(c):.3f}")
-    a = ratio("full", "always", "loop")
+    a = steady_ratios(runs, "full", "always", "loop")
     print(f"    full --track-lines always / plain (Adam loop)  median {statistics.median(a):.3f} (spread {spread(a)})")
     for mode in ("full", "lean"):
         per_sync = [(x["tiny"] - y["tiny"]) / TINY_SYNCS * 1e6 for x, y in zip(runs[mode], p)]
@@ -364,7 +363,7 @@ def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> dict[str,
         b = statistics.median(r[what] for r in base)
         print(f"    {label}  plain {b:.3f} s")
         for k in kinds[1:]:
-            ratios = [r[what] / p[what] for r, p in zip(results[k], base)]
+            ratios = compile_ratios(results, k, what)
             name = {"full": "%%xla full", "lean": "%%xla lean", "dump": "dump flags only",
                     "metadata": "line metadata only"}[k]
             goal = f" (goal <= {COMPILE_GOAL})" if k == "lean" and what != "cpu_s" else ""

@@ -26,12 +26,21 @@ class Figure:
     ratios: Callable[[dict], list[float] | None]  # per-round ratios of one saved run (None: not measured)
 
 
+def steady_ratios(turns: dict[str, list[dict]], mode: str, key: str, base: str | None = None) -> list[float]:
+    """Per-round ratios of a cached loop: ``mode``'s i-th turn over plain's i-th (``base``: plain's figure
+    to divide by, when it differs from ``key``, e.g. ``--track-lines always`` over the plain loop)."""
+    return [x[key] / p[base or key] for x, p in zip(turns[mode], turns["plain"]) if key in x and (base or key) in p]
+
+
+def compile_ratios(results: dict[str, list[dict]], mode: str, key: str) -> list[float]:
+    """Per-round ratios of the compile path: ``mode``'s i-th fresh process over plain's i-th."""
+    return [r[key] / p[key] for r, p in zip(results[mode], results["plain"])]
+
+
 def _steady(mode: str, key: str) -> Callable[[dict], list[float] | None]:
     def ratios(run: dict) -> list[float] | None:
         turns = run.get("steady")
-        if not turns:
-            return None
-        return [x[key] / p[key] for x, p in zip(turns[mode], turns["plain"]) if key in x and key in p]
+        return steady_ratios(turns, mode, key) if turns else None
     return ratios
 
 
@@ -41,7 +50,7 @@ def _compile(layers: str | None, mode: str, key: str) -> Callable[[dict], list[f
         results = run.get("compile", {}).get(name) if name else None
         if not results or mode not in results:
             return None
-        return [r[key] / p[key] for r, p in zip(results[mode], results["plain"])]
+        return compile_ratios(results, mode, key)
     return ratios
 
 

@@ -72,3 +72,19 @@ def test_the_script_prints_each_goal_per_run_and_pooled(tmp_path):
     assert "big model first two steps, lean CompileTime" in out  # (any --big-layers)
     assert "pooled: median 1.010 of 12 rounds" in out
     assert out.rstrip().endswith("three runs in a row meeting every goal: no")
+
+
+def test_the_benchmark_prints_the_ratios_pooling_reads():
+    """bench_capture_overhead.py prints its medians through the same formulas (one place for both scripts)."""
+    import bench_capture_overhead as bench
+
+    run = _run(lean=1.01, full=1.02)
+    turns = run["steady"]
+    for t in turns["full"]:
+        t["always"] = t["loop"] * 1.5  # (--track-lines always: over plain's loop)
+    assert pool.steady_ratios(turns, "lean", "short") == pool.FIGURES[2].ratios(run)
+    assert pool.steady_ratios(turns, "full", "always", "loop") == pytest.approx([1.53] * 4)
+    assert pool.steady_ratios(turns, "lean", "always", "loop") == []  # (not measured in lean)
+    assert pool.compile_ratios(run["compile"]["2"], "lean", "wall_s") == pytest.approx([1.01] * 4)
+    assert bench.quartiles([1.01]) == "1.010..1.010"  # (--rounds 1)
+    assert bench.quartiles([1.0, 1.1, 1.2, 1.3]) == bench.quartiles([1.3, 1.2, 1.1, 1.0])
