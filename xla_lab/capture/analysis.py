@@ -11,6 +11,7 @@ import functools
 import gc
 import os
 import re
+from typing import Any, Callable
 
 from xla_lab.hlo.constants import large_constants
 from xla_lab.hlo.fusion_map import FusionMap, build_fusion_map, scheduled_callers
@@ -106,11 +107,13 @@ def _analyze(art: GraphArtifacts, proto_before: bytes | None, cells: CellFiles) 
         # loop bodies' stacks point into frame tables the graph lost; replayed fx code names its source
         stacks_before = repair_stacks(before, stacks_before)
 
+    cell_line = per_stack(cells.line)  # (ops share stacks, and several views ask for the same ones)
+
     def first_line(name: str) -> dict | None:
-        return cells.line(stacks_before.get(name, []))
+        return cell_line(stacks_before.get(name, _NO_STACK))
 
     if after is not None:
-        by_key = _lines_by_key(before, stacks_before, cells.line, cells.model_line) if before is not None else ({}, {})
+        by_key = _lines_by_key(before, stacks_before, cell_line, cells.model_line) if before is not None else ({}, {})
         lines_of, model_lines_of = map(_matcher, by_key)
         calls = loop_calls(after, before, stacks_before, cells)
         fmap = build_fusion_map(after, lines_of, _innermost, model_lines_of,
@@ -173,7 +176,8 @@ def _analyze_lean(art: GraphArtifacts, proto_after: bytes, allocations: list | N
         return problems
     if stacks:
         stacks = repair_stacks(after, stacks)
-    by_key = _lines_by_key(after, stacks, cells.line, cells.model_line)
+    cell_line = per_stack(cells.line)  # (the signature's places below ask again, for the same stacks)
+    by_key = _lines_by_key(after, stacks, cell_line, cells.model_line)
     lines_of, model_lines_of = map(_matcher, by_key)
     calls = loop_calls(after, after, stacks, cells)
     fmap = build_fusion_map(after, lines_of, _innermost, model_lines_of,
@@ -185,19 +189,14 @@ def _analyze_lean(art: GraphArtifacts, proto_after: bytes, allocations: list | N
     art.memory = memory_summary(None, None, source_of=lambda name: _source(after, name, lines_of),
                                 allocations=with_shapes(allocations, shape_of) if allocations is not None else None)
 
-    cell_refs: dict[int, str | None] = {}  # id(stack) -> its cell line (the module's ops share a few dozen stacks)
+    cell_ref = per_stack(lambda stack: ref_with_code(ln) if (ln := cell_line(stack)) else None)
 
     def where_of(ins) -> str | None:
-        stack = stacks.get(ins.name, _NO_STACK)
-        ref = cell_refs.get(id(stack), _UNSEEN)
-        if ref is _UNSEEN:
-            ln = cells.line(stack)
-            ref = cell_refs[id(stack)] = ref_with_code(ln) if ln else None
-        return ref or (_short(ins.source) if ins.source else None)
+        return cell_ref(stacks.get(ins.name, _NO_STACK)) or (_short(ins.source) if ins.source else None)
 
     art.signature = optimized_signature(after, where_of)
     try:
-        art.spmd = spmd_summary(None, after, art.fusions, lambda ins: cells.line(stacks.get(ins.name, [])))
+        art.spmd = spmd_summary(None, after, art.fusions, lambda ins: cell_line(stacks.get(ins.name, _NO_STACK)))
     except ShardingParseError as exc:
         problems.append(f"could not read the graph's shardings: {exc}")
     return problems
@@ -427,19 +426,30 @@ _NO_STACK: list[PyFrame] = []
 _UNSEEN = object()
 
 
+def per_stack(fn: Callable[[list[PyFrame]], Any]) -> Callable[[list[PyFrame]], Any]:
+    """``fn`` called once per distinct stack of one analysis: a module's ops share a few dozen stack
+    lists (``proto_frames``), which the analysis's stacks dict keeps alive, so their ids stay theirs
+    while it runs (not across analyses: lists die and ids return)."""
+    seen: dict[int, Any] = {}
+
+    def once(stack: list[PyFrame]) -> Any:
+        got = seen.get(id(stack), _UNSEEN)
+        if got is _UNSEEN:
+            got = seen[id(stack)] = fn(stack)
+        return got
+    return once
+
+
 def _lines_by_key(before: HloModule, stacks: dict[str, list[PyFrame]], *line_of) -> tuple[dict, ...]:
     """For each function in ``line_of``: (aten op, innermost file, line[, dims]) -> the lines
     ``line_of(stack)`` gives for the pre-optimization ops with that key (one pass over the module)."""
     out: list[dict[tuple, dict[tuple, dict]]] = [{} for _ in line_of]
-    by_stack: dict[int, list] = {}  # ops share stacks: look each one up once
+    lines = per_stack(lambda stack: [fn(stack) for fn in line_of])  # (ops share stacks: look each up once)
     for ins in before.instructions():
         key = _key(ins)
         if key is None:
             continue
-        stack = stacks.get(ins.name, _NO_STACK)
-        if id(stack) not in by_stack:
-            by_stack[id(stack)] = [fn(stack) for fn in line_of]
-        for table, ln in zip(out, by_stack[id(stack)]):
+        for table, ln in zip(out, lines(stacks.get(ins.name, _NO_STACK))):
             for k in (key, key[:3]):
                 bucket = table.setdefault(k, {})
                 if ln:
