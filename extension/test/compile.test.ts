@@ -46,6 +46,7 @@ describe("the compile section's validator", () => {
     c.advice = [{ kind: "heavy_line", text: "split it", where: "[1]:3", line: { file: "m.py", line: 9, code: "y = f(x)" } }];
     const [p] = parseCompile([c]);
     expect([p.lowering_ns, p.kernel_threads, p.module, p.graph_name, p.kernels[0].op_count]).toEqual([null, null, null, null, null]);
+    expect(p.execution_wait_ns).toBeNull();  // (captures saved before it was recorded)
     expect(p.counts).toEqual({ hlo_before: null, hlo_after: null, kernels: null, functions: null });
     expect(p.lines[1].ref).toBeNull();
     expect(p.advice[0].line).toMatchObject({ cell: null, file: "m.py", line: 9 });
@@ -172,6 +173,16 @@ describe("the Compile tab's DOM", () => {
   const EVIL = "<img src=x onerror=alert(1)>";
   const byClass = (el: FakeEl, cls: string) => el.all().filter((e) => (e.getAttribute("class") ?? "").split(" ").includes(cls));
   const rowsOf = (el: FakeEl) => byClass(el, "xla-compile-kernel-table")[0].all().filter((e) => e.tagName === "TR" && e.getAttribute("data-kernel") !== null);
+
+  it("shows the sync's wait for the step's own execution after the compile, from 1 ms", async () => {
+    const { renderCompile } = await import("../src/panel/compile");
+    const [c] = parseCompile(raw());
+    const labels = (wait: number | null) => byClass(renderCompile([{ ...c, execution_wait_ns: wait }]) as unknown as FakeEl, "xla-stat")
+      .map((s) => s.textContent);
+    expect(labels(3.5e8)).toContain("350.00 msthen waited for its execution");
+    expect(labels(2e5).join()).not.toContain("waited");
+    expect(labels(null).join()).not.toContain("waited");
+  });
 
   it("shows each compile, largest first: headline, phase bar, passes, kernels, lines, untimed kernels, the thread note", async () => {
     const { renderCompile } = await import("../src/panel/compile");

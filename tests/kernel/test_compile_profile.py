@@ -43,6 +43,10 @@ def _check_profile(step):
     assert {"HLO passes", "kernel emission", "LLVM codegen"} <= {ph["name"] for ph in p["phases"]}
     assert p["explained"] >= 0.95 and 0 < p["traced"] <= p["explained"]
     assert p["passes"] and p["pipelines"] and p["codegen"]["functions"] > 0
+    # after the compile, the sync may wait for the step's own execution (its donated inputs freed on the
+    # syncing thread): never longer than that execution took
+    assert isinstance(p["execution_wait_ns"], float) and 0 <= p["execution_wait_ns"]
+    assert p["execution_wait_ns"] <= step.timings["execute_s"] * 1e9 + 5e6
     counts = p["counts"]
     assert counts["kernels"] == len(step.artifacts.fusions) and counts["hlo_before"] > 0 and counts["hlo_after"] > 0
     # every kernel of the optimized module has a compile time or a stated reason, and nothing else does

@@ -138,3 +138,25 @@ def test_a_long_full_capture_compile_says_what_the_dump_cost_and_that_lean_captu
     assert advice["evidence"] == {"compile_s": LONG_COMPILE_S + 1, "dump_files": 2070, "dump_bytes": 20_700_000}
     for quiet in (capture(LONG_COMPILE_S - 1, False, 2070), capture(LONG_COMPILE_S + 1, True, None)):
         assert not [a for a in advise(quiet) if a["kind"] == "dump_cost"]
+
+
+def test_the_syncs_wait_for_its_own_execution_after_the_compile():
+    """torch_xla frees a step's donated inputs on the thread that synced when it lets go of them last: that
+    thread then waits for the execution ("Wait for donation holds"), after the compile, inside the sync."""
+    from xla_lab.profile.compile_breakdown import CompileView, well_formed
+    from xla_lab.view.compile_summary import headline
+
+    sync = [ev("SyncTensorsGraph", -1, 200), ev("Wait for donation holds", 120, 60),  # (after the compile: counted)
+            ev("SyncTensorsGraph", 300, 70), ev("PjRtComputationClient::Compile", 301, 50),
+            ev("Wait for donation holds", 360, 5)]  # (another sync's: not this compile's)
+    first, second = compile_profiles(_planes(extra_python=sync))
+    assert first["execution_wait_ns"] == 60 * MS and second["execution_wait_ns"] == 5 * MS
+    (alone,) = compile_profiles(_planes())
+    assert alone["execution_wait_ns"] is None  # (no sync around it: e.g. torch.compile's runs)
+
+    view = CompileView("a" * 32, "cell_3", 0, first, [], {}, [], [], [])
+    assert well_formed(first) and well_formed(dict(first, execution_wait_ns=None))
+    assert not well_formed(dict(first, execution_wait_ns="60 ms"))
+    assert "then the sync waited 0.06 s for the step's own execution" in headline(view)
+    assert "waited" not in headline(CompileView("a" * 32, "cell_3", 0, dict(first, execution_wait_ns=2e5),
+                                                [], {}, [], [], []))

@@ -80,6 +80,7 @@ def well_formed(profile) -> bool:
         return False
     num_or_none = _NUM + (type(None),)
     scalars = {"compile_ns": _NUM, "explained": _NUM, "lowering_ns": num_or_none, "traced": num_or_none,
+               "execution_wait_ns": num_or_none,
                "kernel_threads": (int, type(None)), "kernel_thread_ns": num_or_none,
                "kernel_events": (bool, type(None)), "module": (str, type(None)), "step": (int, type(None))}
     if not all(isinstance(profile.get(k), t) for k, t in scalars.items()) or profile["compile_ns"] <= 0:

@@ -26,6 +26,8 @@ from .xplane import Event, Plane
 
 CLIENT_COMPILE = "PjRtComputationClient::Compile"  # torch_xla's CompileTime
 GRAPH_COMPILE = "XLAGraphExecutor::Compile"  # lowering to HLO, then the client's compile
+SYNC = "SyncTensorsGraph"  # torch_xla's sync: the lowering, the compile, handing the execution over
+DONATION_WAIT = "Wait for donation holds"  # freeing a buffer donated to an execution still running
 KERNEL_COMPILE = "FusionCompiler::Compile"  # one per emitted kernel, stat "module", "op_count"
 CODEGEN = "Codegen"
 TASKS = "TaskDispatcher::dispatch"  # machine-code generation of one LLVM module, on a codegen thread
@@ -91,12 +93,29 @@ def compile_profiles(planes: list[Plane]) -> list[dict]:
                 continue
             children = _tree(events)
             graph = {id(e): e for e in events if e.name == GRAPH_COMPILE}
+            syncs = [e for e in events if e.name == SYNC]
+            waits = [e for e in events if e.name == DONATION_WAIT]
             for root in roots:
                 outer = next((g for g in graph.values() if g.start_ns <= root.start_ns and root.end_ns <= g.end_ns), None)
                 others = [(n, evs) for n, evs in lines if n != name]
-                out.append(_profile(root, outer, children, others, name))
+                profile = _profile(root, outer, children, others, name)
+                profile["execution_wait_ns"] = execution_wait(outer or root, syncs, waits)
+                out.append(profile)
     out.sort(key=lambda p: p["started_ns"])
     return out
+
+
+def execution_wait(compiled: Event, syncs: list[Event], waits: list[Event]) -> float | None:
+    """How long the sync that compiled waited, after the compile, for the step's own execution (None: no
+    sync event around the compile, e.g. ``torch.compile``'s runs). torch_xla 2.9 hands the execution to
+    XLA on its executor thread; the step's inputs, donated to it, are freed by whichever thread lets go of
+    them last, and freeing a donated buffer waits until the execution releases it. With source lines on
+    (``XLA_IR_DEBUG``), the syncing thread is mostly last: the step's execution then no longer overlaps
+    what the program does next (README, "Benchmarks")."""
+    sync = next((s for s in syncs if s.start_ns <= compiled.start_ns and compiled.end_ns <= s.end_ns), None)
+    if sync is None:
+        return None
+    return float(sum(w.duration_ns for w in waits if w.start_ns >= compiled.end_ns and w.end_ns <= sync.end_ns + 1e3))
 
 
 def _segments(root: Event, children) -> list[tuple[float, float, str, Event]]:

@@ -82,7 +82,8 @@ def compile_model(report: Report, top: int = 200) -> list[dict]:
         advice = report.advice(v.graph_hash)
         out.append({
             "graph_hash": v.graph_hash, "graph_name": v.graph_name, "step": v.step, "module": p.get("module"),
-            "compile_ns": p["compile_ns"], "lowering_ns": p.get("lowering_ns"), "explained": p["explained"],
+            "compile_ns": p["compile_ns"], "lowering_ns": p.get("lowering_ns"),
+            "execution_wait_ns": p.get("execution_wait_ns"), "explained": p["explained"],
             "phases": p["phases"], "pipelines": p.get("pipelines") or [], "passes": (p.get("passes") or [])[:40],
             "counts": p.get("counts") or {}, "codegen": p.get("codegen") or {},
             "kernel_threads": p.get("kernel_threads"), "kernel_thread_ns": p.get("kernel_thread_ns"),

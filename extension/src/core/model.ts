@@ -148,8 +148,9 @@ export interface CompileLine { ref: SourceRef | null; label: string; ns: number;
 export interface CompileAdvice { kind: string; text: string; where: string | null; line: SourceRef | null }
 export interface CompileEntry {
   graph_hash: string; graph_name: string | null; step: number | null; module: string | null;
-  /** torch_xla's CompileTime of this compile; `lowering_ns` came before it in torch_xla */
-  compile_ns: number; lowering_ns: number | null;
+  /** torch_xla's CompileTime of this compile; `lowering_ns` came before it in torch_xla; `execution_wait_ns`:
+   *  after it, the sync waited that long for the step's own execution (donated inputs freed on its thread) */
+  compile_ns: number; lowering_ns: number | null; execution_wait_ns: number | null;
   /** share of CompileTime inside traced compiler steps */
   explained: number;
   /** they add up to compile_ns */
@@ -540,6 +541,7 @@ export function parseCompileEntry(v: unknown, path: string): CompileEntry {
     graph_hash: str(o.graph_hash, `${path}.graph_hash`), graph_name: strOrNull(o.graph_name, `${path}.graph_name`),
     step: numOrNull(o.step, `${path}.step`), module: strOrNull(o.module, `${path}.module`),
     compile_ns: num(o.compile_ns, `${path}.compile_ns`), lowering_ns: numOrNull(o.lowering_ns, `${path}.lowering_ns`),
+    execution_wait_ns: numOrNull(o.execution_wait_ns, `${path}.execution_wait_ns`),
     explained: num(o.explained ?? 0, `${path}.explained`),
     phases: list("phases", (x, p) => ({ name: str(x.name, `${p}.name`), ns: num(x.ns, `${p}.ns`), share: num(x.share, `${p}.share`) })),
     pipelines: list("pipelines", (x, p) => ({ name: str(x.name, `${p}.name`), ns: num(x.ns, `${p}.ns`) })),

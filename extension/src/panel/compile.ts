@@ -61,6 +61,8 @@ function headline(c: CompileEntry): HTMLElement {
     h("div", { class: "xla-stats" },
       stat("CompileTime", fmtNs(c.compile_ns), "torch_xla's CompileTime of this compile"),
       c.lowering_ns != null ? stat("lowering (before it)", fmtNs(c.lowering_ns), "lowering to HLO in torch_xla, before the XLA compile") : null,
+      c.execution_wait_ns != null && c.execution_wait_ns >= 1e6
+        ? stat("then waited for its execution", fmtNs(c.execution_wait_ns), "after the compile, the sync waited for the step's own execution: torch_xla freed the step's donated inputs on the syncing thread, which source lines make likely (README, Benchmarks)") : null,
       stat("HLO before", n(k.hlo_before), "HLO instructions before optimization"),
       stat("HLO after", n(k.hlo_after), "HLO instructions after optimization (fused computations included)"),
       stat("kernels", n(k.kernels)), stat("functions compiled", n(k.functions)),
