@@ -1,5 +1,5 @@
 // The panel's `compile` section (panel_model.compile_model): its validator on a real sample (fixtures/
-// compile_panel.json: a 2-layer TransformerEncoder train step compiled by XLA's CPU client), the phase bar,
+// compile_panel.json (recorded before execution_wait_ns was: null there): a 2-layer TransformerEncoder train step compiled by XLA's CPU client), the phase bar,
 // the one-line comparison of two runs (the strings Python's compare_line writes for the same inputs), and
 // the Compile tab's DOM on the fake document.
 import { readFileSync } from "node:fs";
