@@ -92,11 +92,11 @@ def compile_profiles(planes: list[Plane]) -> list[dict]:
             if not roots:
                 continue
             children = _tree(events)
-            graph = {id(e): e for e in events if e.name == GRAPH_COMPILE}
+            graphs = [e for e in events if e.name == GRAPH_COMPILE]
             syncs = [e for e in events if e.name == SYNC]
             waits = [e for e in events if e.name == DONATION_WAIT]
             for root in roots:
-                outer = next((g for g in graph.values() if g.start_ns <= root.start_ns and root.end_ns <= g.end_ns), None)
+                outer = _around(graphs, root)
                 others = [(n, evs) for n, evs in lines if n != name]
                 profile = _profile(root, outer, children, others, name)
                 profile["execution_wait_ns"] = execution_wait(outer or root, syncs, waits)
@@ -112,10 +112,15 @@ def execution_wait(compiled: Event, syncs: list[Event], waits: list[Event]) -> f
     them last, and freeing a donated buffer waits until the execution releases it. With source lines on
     (``XLA_IR_DEBUG``), the syncing thread is mostly last: the step's execution then no longer overlaps
     what the program does next (README, "Benchmarks")."""
-    sync = next((s for s in syncs if s.start_ns <= compiled.start_ns and compiled.end_ns <= s.end_ns), None)
+    sync = _around(syncs, compiled)
     if sync is None:
         return None
     return float(sum(w.duration_ns for w in waits if w.start_ns >= compiled.end_ns and w.end_ns <= sync.end_ns + 1e3))
+
+
+def _around(candidates: list[Event], inner: Event) -> Event | None:
+    """The first of ``candidates`` (events of the same thread) whose interval holds ``inner``'s."""
+    return next((e for e in candidates if e.start_ns <= inner.start_ns and inner.end_ns <= e.end_ns), None)
 
 
 def _segments(root: Event, children) -> list[tuple[float, float, str, Event]]:

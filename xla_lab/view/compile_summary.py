@@ -14,9 +14,8 @@ def _s(ns: float | None) -> str:
 def headline(v: CompileView) -> str:
     p, counts = v.profile, v.profile.get("counts") or {}
     lowering = f" (+{_s(p['lowering_ns'])} lowering in torch_xla before it)" if p.get("lowering_ns") else ""
-    if (p.get("execution_wait_ns") or 0) >= 1e6:  # (1 ms: what is worth a word)
-        lowering += (f"; then the sync waited {_s(p['execution_wait_ns'])} for the step's own execution (torch_xla "
-                     "freed its donated inputs on the syncing thread)")
+    waited = (f"; then the sync waited {_s(p['execution_wait_ns'])} for the step's own execution (torch_xla freed "
+              "its donated inputs on the syncing thread)") if (p.get("execution_wait_ns") or 0) >= 1e6 else ""  # (1 ms)
     sizes = []
     if counts.get("hlo_before") is not None:
         sizes.append(f"{counts['hlo_before']} HLO instructions before optimization")
@@ -28,7 +27,7 @@ def headline(v: CompileView) -> str:
     if counts.get("functions") is not None:
         sizes.append(f"{counts['functions']} functions compiled")
     name = v.graph_name or v.graph_hash[:12]
-    return (f"compile of step {v.step} ({name}): {_s(v.compile_ns)} CompileTime{lowering}; "
+    return (f"compile of step {v.step} ({name}): {_s(v.compile_ns)} CompileTime{lowering}{waited}; "
             + ", ".join(sizes)).rstrip("; ")
 
 
