@@ -47,6 +47,8 @@ def _check_profile(step):
     # syncing thread): never longer than that execution took
     assert isinstance(p["execution_wait_ns"], float) and 0 <= p["execution_wait_ns"]
     assert p["execution_wait_ns"] <= step.timings["execute_s"] * 1e9 + 5e6
+    # ... which the step's timings count as its own, not as tracing
+    assert step.timings["execution_wait_s"] == p["execution_wait_ns"] / 1e9 and step.timings["trace_s"] >= 0
     counts = p["counts"]
     assert counts["kernels"] == len(step.artifacts.fusions) and counts["hlo_before"] > 0 and counts["hlo_after"] > 0
     # every kernel of the optimized module has a compile time or a stated reason, and nothing else does

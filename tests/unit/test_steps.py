@@ -49,8 +49,8 @@ def test_joins_give_the_recorded_steps_again(name):
     recorded = data["steps"]
     assert [(s.graph_hash, s.cache, s.sync_cause, s.sync_line, s.sync_code, s.fallback_ops) for s in steps] == \
         [(r["graph_hash"], r["cache"], r["sync_cause"], r["sync_line"], r["sync_code"], r["fallback_ops"]) for r in recorded]
-    for s, r in zip(steps, recorded):
-        assert s.timings == pytest.approx(r["timings"], abs=1e-9)
+    for s, r in zip(steps, recorded):  # (the compile profile's execution wait comes after the joins: None here)
+        assert s.timings == pytest.approx({"execution_wait_s": None, **r["timings"]}, abs=1e-9)
     assert outside == pytest.approx(data["outside_steps"])
     # each miss takes a dump of its own, in compile order
     assert [p.module for p in paired if p.miss] == list(range(sum(1 for p in paired if p.miss)))
@@ -135,6 +135,34 @@ def test_an_upload_just_after_a_sync_belongs_to_the_next_step():
     outside = joins.assign_timings(steps, [joins.ExplicitSync(e - 0.5, e) for e in exits], samples, 9.0)
     assert [s.timings["to_device_s"] for s in steps] == [1e-5, 1e-5]
     assert outside == {}
+
+
+def test_a_compiling_sync_s_wait_for_its_execution_is_its_own_timing_not_trace():
+    """The compile profile measures what a compiling sync then waited for the step's own execution (torch_xla
+    freed its donated inputs on the syncing thread); the step's window up to the sync's return held it, so
+    it comes out of ``trace_s`` into ``execution_wait_s``, once, never below zero."""
+    from xla_lab.capture.records import CellCapture
+    from xla_lab.view.report import totals_line
+
+    steps = [StepRecord(index=i, graph_name="g", graph_hash=f"h{i}", cache="miss", sync_cause="torch_xla.sync()")
+             for i in range(3)]
+    samples = {"execute": [Sample(11.0, 0.3), Sample(14.0, 0.3), Sample(16.0, 0.3)],
+               "compile": [Sample(10.0, 1.0), Sample(13.0, 2.0), Sample(15.5, 0.5)], "to_device": [], "from_device": []}
+    joins.assign_timings(steps, [joins.ExplicitSync(s, e) for s, e in ((9.0, 10.5), (12.0, 13.7), (15.0, 16.0))],
+                         samples, 9.0)
+    assert [round(s.timings["trace_s"], 6) for s in steps] == [0.5, 1.2, 1.8]
+    assert all(s.timings["execution_wait_s"] is None for s in steps)
+    joins.count_execution_wait(steps[0], 0.3)
+    joins.count_execution_wait(steps[0], 0.3)  # (counted once: a second reading changes nothing)
+    joins.count_execution_wait(steps[1], 5.0)  # (more than the window held: trace stays at zero)
+    joins.count_execution_wait(steps[2], None)  # (no compile profile: nothing known)
+    assert [round(s.timings["trace_s"], 6) for s in steps] == [0.2, 0.0, 1.8]
+    assert [s.timings["execution_wait_s"] for s in steps] == [0.3, 5.0, None]
+
+    capture = CellCapture(cell_id="c", execution_count=3, source="", started_at=9.0, steps=steps[:1])
+    assert "syncs waited 0.300 s for their step's execution after compiling" in totals_line(capture)
+    steps[0].timings["execution_wait_s"] = 5e-4  # (below a millisecond: not worth a word)
+    assert "waited" not in totals_line(capture)
 
 
 def test_implicit_causes_are_named_from_frames_and_code():

@@ -27,7 +27,7 @@ from xla_lab.hlo.proto_frames import ProtoError, instruction_stacks
 from .analysis import CellFiles, analyze
 from .dumps import CompiledModule, DumpDirectory
 from .source_ref import ref_text
-from .records import RankRecord, StepRecord
+from .records import TIMING_KEYS, RankRecord, StepRecord
 from .recompile import explain
 from .steps import ExplicitSync, Paired, steps_of
 from .store import ArtifactStore
@@ -234,8 +234,7 @@ def _process_ranks(records: list[dict], pid: int, launch: int, modules: list[Com
             wall = max(0.0, s["exit"] - previous)
             previous = s["exit"]
             compile_s = s["compile_s"] if i in compiled_syncs else 0.0
-            step.timings = {"trace_s": max(0.0, wall - compile_s), "compile_s": compile_s, "execute_s": None,
-                            "to_device_s": None, "from_device_s": None}
+            step.timings = {**dict.fromkeys(TIMING_KEYS), "trace_s": max(0.0, wall - compile_s), "compile_s": compile_s}
             record.step_s.append(wall)
             record.lines.append(cells.model_line(stacks.get(s["stack"], [])))
         out.append(record)

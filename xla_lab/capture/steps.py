@@ -11,7 +11,8 @@ recorded fixtures (``tests/fixtures/cells``) as well as live.
   CPU fallbacks. A step's host-side window runs from the end of the previous step to the end of its
   own sync (the hook's return for explicit syncs; the end of the value's execution and transfer for
   implicit ones). ``trace_s`` is the host time of that window not spent compiling, transferring or
-  (for implicit syncs) waiting for the execution.
+  (for implicit syncs) waiting for the execution; ``count_execution_wait`` takes out what a compiling
+  sync then waited for its own execution, once the compile profile has measured it.
 """
 
 from __future__ import annotations
@@ -499,6 +500,19 @@ def assign_timings(steps: list[StepRecord], explicit: list[ExplicitSync | None],
             previous_end = ends[i]
         step.timings = t
     return {k: v for k, v in outside.items() if v}
+
+
+def count_execution_wait(step: StepRecord, seconds: float | None) -> None:
+    """A compiling explicit sync that then waited for the step's own execution (the compile profile's
+    ``execution_wait_ns``: torch_xla freed the step's donated inputs on the syncing thread): that time is
+    its own timing, ``execution_wait_s``, and no longer part of ``trace_s``, whose window (up to the
+    sync's return) held it. Never below zero, and only once."""
+    if seconds is None or step.timings.get("execution_wait_s") is not None:
+        return
+    step.timings["execution_wait_s"] = seconds
+    trace = step.timings.get("trace_s")
+    if trace is not None:
+        step.timings["trace_s"] = max(0.0, trace - seconds)
 
 
 def assign_fallbacks(steps: list[StepRecord], explicit: list[ExplicitSync | None],

@@ -130,6 +130,8 @@ def _compiled_step(profile: dict, candidates: list):
 
 
 def _store(step, profile: dict) -> None:
+    from xla_lab.capture.steps import count_execution_wait
+
     art = step.artifacts
     profile["counts"] = {"hlo_before": None if art.lean else instruction_count(art.hlo_before),
                          "hlo_after": instruction_count(art.hlo_after),
@@ -137,3 +139,5 @@ def _store(step, profile: dict) -> None:
                          "functions": (profile.get("codegen") or {}).get("functions")}
     profile["step"] = step.index
     art.compile_profile = profile
+    wait = profile.get("execution_wait_ns")
+    count_execution_wait(step, wait / 1e9 if wait is not None else None)

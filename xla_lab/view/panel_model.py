@@ -109,6 +109,8 @@ def summary(report: Report) -> dict:
         "steps": len(c.steps), "compiles": c.compiles, "cache_hits": c.cache_hits, "precompiled": c.precompiled,
         "trace_s": c.total("trace_s"), "compile_s": c.total("compile_s"), "execute_s": c.total("execute_s"),
         "transfer_s": c.total("to_device_s") + c.total("from_device_s") + sum(c.outside_steps.values()),
+        # added to the contract: what compiling syncs then waited for their own step's execution
+        "execution_wait_s": c.total("execution_wait_s"),
         "recompiles": [{"step": s.index, "reason": s.recompile_reason} for s in c.steps
                        if s.cache == "miss" and s.recompile_reason],
         # added to the contract: the step table's rows (folded as every renderer shows them) and the

@@ -78,10 +78,17 @@ def headline(c: CellCapture) -> str:
     return ", ".join(parts)
 
 
+WAIT_SHOWN_FROM_S = 1e-3  # a compiling sync's wait for its own execution, shown from a millisecond
+
+
 def totals_line(c: CellCapture) -> str:
     transfer = c.total("to_device_s") + c.total("from_device_s") + sum(c.outside_steps.values())
-    return (f"compile {_fmt_s(c.total('compile_s'))} | execute {_fmt_s(c.total('execute_s'))} | "
+    line = (f"compile {_fmt_s(c.total('compile_s'))} | execute {_fmt_s(c.total('execute_s'))} | "
             f"trace {_fmt_s(c.total('trace_s'))} | transfer {_fmt_s(transfer)}")
+    waited = c.total("execution_wait_s")
+    if waited >= WAIT_SHOWN_FROM_S:  # (the Compile view says why; README "Compile time, explained")
+        line += f" | syncs waited {_fmt_s(waited)} for their step's execution after compiling"
+    return line
 
 
 def _group_key(s: StepRecord):

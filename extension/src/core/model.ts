@@ -77,6 +77,8 @@ export interface Summary {
   rows: StepRow[];
   steps: number; compiles: number; cache_hits: number; precompiled: number;
   trace_s: number; compile_s: number; execute_s: number; transfer_s: number;
+  /** What compiling syncs then waited for their own step's execution (0 in outputs saved before it). */
+  execution_wait_s: number;
   recompiles: { step: number; reason: string }[]; warnings: string[];
   /** The ranks of the cell's multi-process launches (xmp.spawn, torch_xla.launch); [] when none. */
   ranks: RankRow[];
@@ -331,7 +333,8 @@ function parseCapture(v: unknown, path: string): Capture {
   } as Capture;
 }
 
-const SUMMARY_NUMBERS = ["steps", "compiles", "cache_hits", "precompiled", "trace_s", "compile_s", "execute_s", "transfer_s"] as const;
+const SUMMARY_NUMBERS = ["steps", "compiles", "cache_hits", "precompiled", "trace_s", "compile_s", "execute_s", "transfer_s",
+  "execution_wait_s"] as const;
 
 /** The summary; `capture` gives the rows of an output saved before summary.rows existed (one per step). */
 function parseSummary(v: unknown, path: string, capture: Capture): Summary {
