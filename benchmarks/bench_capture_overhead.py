@@ -414,8 +414,16 @@ def main() -> None:
         print("RESULT " + json.dumps(worker_compile(kind.removesuffix("-compile"), args.layers)))
         return
 
+    # PJRT settings every process inherits, plain torch_xla's and xla_lab's alike (PJRT_CPU_ASYNC_CLIENT=0:
+    # the CPU client runs each execution on torch_xla's executor thread, which then frees the step's
+    # donated inputs itself; see bench_donation_wait.py)
+    pjrt = {k: v for k, v in sorted(os.environ.items()) if k.startswith("PJRT_") and k != "PJRT_DEVICE"}
+    if pjrt:
+        print("every process, plain torch_xla and xla_lab alike, runs with " +
+              " ".join(f"{k}={v}" for k, v in pjrt.items()))
     saved = {"code": _code_version(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-             "args": {k: v for k, v in vars(args).items() if k not in ("worker", "json")}, "compile": {}}
+             "args": {k: v for k, v in vars(args).items() if k not in ("worker", "json")}, "pjrt_env": pjrt,
+             "compile": {}}
 
     def save() -> None:  # (after each part: a run stopped half-way keeps what it measured)
         if args.json:
