@@ -124,6 +124,9 @@ def main() -> None:
     for i in range(args.rounds):
         for lines in ((False, True) if i % 2 == 0 else (True, False)):
             runs["on" if lines else "off"].append(run_worker(lines, args.layers, args.steps))
+    pjrt = {k: v for k, v in sorted(os.environ.items()) if k.startswith("PJRT_") and k != "PJRT_DEVICE"}
+    if pjrt:  # (PJRT_CPU_ASYNC_CLIENT=0: executions run on torch_xla's executor thread, which then frees the inputs)
+        print("every process runs with " + " ".join(f"{k}={v}" for k, v in pjrt.items()))
     print(f"plain torch_xla, {args.layers}-layer encoder, first two steps then {args.steps} cached, "
           f"{args.rounds} fresh processes per setting taking turns: the Python thread's waits for its own "
           "step's execution inside the sync ('Wait for donation holds')")
@@ -131,7 +134,7 @@ def main() -> None:
         print(label)
         print(summary(runs[key], args.steps))
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
+        Path(args.json).write_text(json.dumps({"args": vars(args), "pjrt_env": pjrt, "runs": runs}, indent=1))
 
 
 if __name__ == "__main__":
