@@ -49,7 +49,8 @@ def test_step_records_carry_the_public_fields(train_capture):
     for key in ("index", "graph_name", "graph_hash", "cache", "sync_cause", "ir_nodes", "timings",
                 "fallback_ops"):
         assert key in step
-    assert set(step["timings"]) == {"trace_s", "compile_s", "execute_s", "to_device_s", "from_device_s"}
+    assert set(step["timings"]) == {"trace_s", "compile_s", "execute_s", "to_device_s", "from_device_s",
+                                    "execution_wait_s"}
     s = train_capture.steps[0]
     for attr in ("ir_text", "ir_dot", "hlo_before", "hlo_after"):
         assert isinstance(getattr(s, attr), str)
