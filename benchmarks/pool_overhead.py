@@ -109,6 +109,10 @@ def three_in_a_row(runs: list[dict]) -> bool:
 def report(runs: list[dict], names: list[str], reps: int) -> str:
     lines = [f"{len(runs)} runs: " + ", ".join(f"{n} ({r.get('code') or '?'}, {r.get('started', '?')})"
                                                for n, r in zip(names, runs))]
+    settings = {json.dumps(r.get("pjrt_env") or {}, sort_keys=True) for r in runs}
+    if len(settings) > 1:  # (e.g. PJRT_CPU_ASYNC_CLIENT=0 changes who waits for an execution: not like with like)
+        lines.append("  NOTE: the runs were measured under different PJRT settings: " + ", ".join(
+            f"{n} {pjrt_text(r)}" for n, r in zip(names, runs)))
     for figure in FIGURES:
         per_run = [(n, r) for n, run in zip(names, runs) if (r := figure.ratios(run))]
         if not per_run:
@@ -127,6 +131,12 @@ def report(runs: list[dict], names: list[str], reps: int) -> str:
                                                       for n, m in zip(names, every)))
     lines.append(f"  three runs in a row meeting every goal: {'yes' if three_in_a_row(runs) else 'no'}")
     return "\n".join(lines)
+
+
+def pjrt_text(run: dict) -> str:
+    """The PJRT settings a run's processes inherited (``bench_capture_overhead.py`` saves them), or "defaults"."""
+    env = run.get("pjrt_env") or {}
+    return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "defaults"
 
 
 def main() -> None:

@@ -74,6 +74,14 @@ def test_the_script_prints_each_goal_per_run_and_pooled(tmp_path):
     assert out.rstrip().endswith("three runs in a row meeting every goal: no")
 
 
+def test_runs_under_different_pjrt_settings_are_flagged():
+    """PJRT_CPU_ASYNC_CLIENT=0 changes which thread waits for an execution: such runs are not like with like."""
+    plain, synced = _run(1.0), dict(_run(1.0), pjrt_env={"PJRT_CPU_ASYNC_CLIENT": "0"})
+    assert "NOTE" not in pool.report([plain, _run(1.01)], ["a", "b"], 50)
+    assert "NOTE" not in pool.report([synced, synced], ["a", "b"], 50)
+    assert "different PJRT settings: a defaults, b PJRT_CPU_ASYNC_CLIENT=0" in pool.report([plain, synced], ["a", "b"], 50)
+
+
 def test_the_benchmark_prints_the_ratios_pooling_reads():
     """bench_capture_overhead.py prints its medians through the same formulas (one place for both scripts)."""
     import bench_capture_overhead as bench
