@@ -11,11 +11,15 @@ def _s(ns: float | None) -> str:
     return "?" if ns is None else f"{ns / 1e9:.2f} s"
 
 
+WAIT_SHOWN_FROM_NS = 1e6  # a compiling sync's wait for its own step's execution is worth a word from a millisecond
+
+
 def headline(v: CompileView) -> str:
     p, counts = v.profile, v.profile.get("counts") or {}
     lowering = f" (+{_s(p['lowering_ns'])} lowering in torch_xla before it)" if p.get("lowering_ns") else ""
-    waited = (f"; then the sync waited {_s(p['execution_wait_ns'])} for the step's own execution (torch_xla freed "
-              "its donated inputs on the syncing thread)") if (p.get("execution_wait_ns") or 0) >= 1e6 else ""  # (1 ms)
+    waited = "" if (p.get("execution_wait_ns") or 0) < WAIT_SHOWN_FROM_NS else (
+        f"; then the sync waited {_s(p['execution_wait_ns'])} for the step's own execution (torch_xla freed "
+        "its donated inputs on the syncing thread)")
     sizes = []
     if counts.get("hlo_before") is not None:
         sizes.append(f"{counts['hlo_before']} HLO instructions before optimization")

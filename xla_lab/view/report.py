@@ -23,6 +23,7 @@ from .details import (KernelRow, clip, clip_list, fmt_bytes, kernel_lines_text, 
                       recompile_lines)
 from .details import loop_lines
 from .ranks import attention, headline_part, rank_lines
+from .compile_summary import WAIT_SHOWN_FROM_NS
 from .spmd import spmd_lines
 
 MAX_ROWS = 12
@@ -78,15 +79,12 @@ def headline(c: CellCapture) -> str:
     return ", ".join(parts)
 
 
-WAIT_SHOWN_FROM_S = 1e-3  # a compiling sync's wait for its own execution, shown from a millisecond
-
-
 def totals_line(c: CellCapture) -> str:
     transfer = c.total("to_device_s") + c.total("from_device_s") + sum(c.outside_steps.values())
     line = (f"compile {_fmt_s(c.total('compile_s'))} | execute {_fmt_s(c.total('execute_s'))} | "
             f"trace {_fmt_s(c.total('trace_s'))} | transfer {_fmt_s(transfer)}")
     waited = c.total("execution_wait_s")
-    if waited >= WAIT_SHOWN_FROM_S:  # (the Compile view says why; README "Compile time, explained")
+    if waited * 1e9 >= WAIT_SHOWN_FROM_NS:  # (as the compile headline; README "Compile time, explained")
         line += f" | syncs waited {_fmt_s(waited)} for their step's execution after compiling"
     return line
 

@@ -11,7 +11,7 @@ export function renderSummary(m: PanelModel, onSource?: (ref: SourceRef) => void
     stat("cache hits", String(s.cache_hits), "xla-hit"), stat("precompiled", String(s.precompiled)),
     stat("trace", fmtSeconds(s.trace_s)), stat("compile", fmtSeconds(s.compile_s)),
     stat("execute", fmtSeconds(s.execute_s)), stat("transfer", fmtSeconds(s.transfer_s)),
-    // (from a millisecond, as the text views say it: view/report.py WAIT_SHOWN_FROM_S)
+    // (from a millisecond, as the text views say it: view/compile_summary.py WAIT_SHOWN_FROM_NS)
     s.execution_wait_s >= 1e-3 ? stat("syncs waited for execution", fmtSeconds(s.execution_wait_s), "xla-wait") : null);
   const out = h("div", { class: "xla-summary" }, stats);
   if (m.capture.error) out.append(h("div", { class: "xla-warning xla-error" }, clipped(`The cell raised: ${m.capture.error}`, 2000)));
