@@ -42,7 +42,8 @@ import subprocess
 import sys
 import time
 
-from pool_overhead import COMPILE_GOAL, LOOP_GOALS, compile_ratios, steady_ratios  # (goals and ratios: one place)
+from pool_overhead import (COMPILE_GOAL, LOOP_GOALS, compile_ratios, inherited_pjrt, pjrt_text,  # (one place)
+                           steady_ratios)
 
 SETUP_MLP = """
 import torch, torch_xla
@@ -417,10 +418,9 @@ def main() -> None:
     # PJRT settings every process inherits, plain torch_xla's and xla_lab's alike (PJRT_CPU_ASYNC_CLIENT=0:
     # the CPU client runs each execution on torch_xla's executor thread, which then frees the step's
     # donated inputs itself; see bench_donation_wait.py)
-    pjrt = {k: v for k, v in sorted(os.environ.items()) if k.startswith("PJRT_") and k != "PJRT_DEVICE"}
+    pjrt = inherited_pjrt()
     if pjrt:
-        print("every process, plain torch_xla and xla_lab alike, runs with " +
-              " ".join(f"{k}={v}" for k, v in pjrt.items()))
+        print("every process, plain torch_xla and xla_lab alike, runs with " + pjrt_text(pjrt))
     saved = {"code": _code_version(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
              "args": {k: v for k, v in vars(args).items() if k not in ("worker", "json")}, "pjrt_env": pjrt,
              "compile": {}}

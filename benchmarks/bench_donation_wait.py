@@ -124,9 +124,11 @@ def main() -> None:
     for i in range(args.rounds):
         for lines in ((False, True) if i % 2 == 0 else (True, False)):
             runs["on" if lines else "off"].append(run_worker(lines, args.layers, args.steps))
-    pjrt = {k: v for k, v in sorted(os.environ.items()) if k.startswith("PJRT_") and k != "PJRT_DEVICE"}
+    from pool_overhead import inherited_pjrt, pjrt_text  # (the capture benchmark's way to say them)
+
+    pjrt = inherited_pjrt()
     if pjrt:  # (PJRT_CPU_ASYNC_CLIENT=0: executions run on torch_xla's executor thread, which then frees the inputs)
-        print("every process runs with " + " ".join(f"{k}={v}" for k, v in pjrt.items()))
+        print("every process runs with " + pjrt_text(pjrt))
     print(f"plain torch_xla, {args.layers}-layer encoder, first two steps then {args.steps} cached, "
           f"{args.rounds} fresh processes per setting taking turns: the Python thread's waits for its own "
           "step's execution inside the sync ('Wait for donation holds')")

@@ -112,7 +112,7 @@ def report(runs: list[dict], names: list[str], reps: int) -> str:
     settings = {json.dumps(r.get("pjrt_env") or {}, sort_keys=True) for r in runs}
     if len(settings) > 1:  # (e.g. PJRT_CPU_ASYNC_CLIENT=0 changes who waits for an execution: not like with like)
         lines.append("  NOTE: the runs were measured under different PJRT settings: " + ", ".join(
-            f"{n} {pjrt_text(r)}" for n, r in zip(names, runs)))
+            f"{n} {pjrt_text(r.get('pjrt_env'))}" for n, r in zip(names, runs)))
     for figure in FIGURES:
         per_run = [(n, r) for n, run in zip(names, runs) if (r := figure.ratios(run))]
         if not per_run:
@@ -133,10 +133,17 @@ def report(runs: list[dict], names: list[str], reps: int) -> str:
     return "\n".join(lines)
 
 
-def pjrt_text(run: dict) -> str:
-    """The PJRT settings a run's processes inherited (``bench_capture_overhead.py`` saves them), or "defaults"."""
-    env = run.get("pjrt_env") or {}
-    return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "defaults"
+def inherited_pjrt() -> dict[str, str]:
+    """The PJRT settings (``PJRT_DEVICE`` aside) a benchmark's processes inherit from its environment, plain
+    torch_xla's and xla_lab's alike; saved with each run as ``pjrt_env``."""
+    import os
+
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("PJRT_") and k != "PJRT_DEVICE"}
+
+
+def pjrt_text(env: dict | None) -> str:
+    """``PJRT_CPU_ASYNC_CLIENT=0``, or "defaults"."""
+    return " ".join(f"{k}={v}" for k, v in sorted((env or {}).items())) or "defaults"
 
 
 def main() -> None:
