@@ -176,13 +176,33 @@ def test_the_end_of_cell_sync_is_its_own_place():
     assert steps[0].sync_cause == "end of cell" and steps[0].graph_hash == "tail" and steps[0].cache == "miss"
 
 
+def _bridge_frames() -> list[Frame]:
+    return [Frame("optimized_mod", "/x/site-packages/torch_xla/_dynamo/dynamo_bridge.py", 5)] + _frames(3)
+
+
 def test_a_torch_compile_run_that_syncs_its_inputs_first_is_two_steps():
-    """``_run_cached_graph`` may first run the pending work its inputs need (another graph): the call's
-    last execution is the named graph, the one before it the inputs' (named by its program)."""
-    run = joins.ExplicitSync(enter=1.0, exit=1.2, executed=True, graph_hash="bwd",
-                             frames=[Frame("optimized_mod", "/x/site-packages/torch_xla/_dynamo/dynamo_bridge.py", 5)]
-                             + _frames(3))
-    paired = joins.pair_lean([], [run], [_ex(1.01, 0.001), _ex(1.1)], [], programs=[7, 8], graph_of={7: "inputs"})
+    """torch.compile's bridge first syncs the graph's pending inputs (``_xla_sync_multi``, waited for),
+    then runs the graph (``_run_cached_graph``), whose execution begins after the call returned: two
+    records, two steps, each with the bridge's frames; the inputs' graph named by its program."""
+    inputs = joins.ExplicitSync(enter=0.95, exit=0.99, executed=True, tensors=True, frames=_bridge_frames())
+    run = joins.ExplicitSync(enter=1.0, exit=1.001, executed=True, graph_hash="bwd", frames=_bridge_frames())
+    paired = joins.pair_lean([], [inputs, run], [_ex(0.96, 0.001), _ex(1.003)], [], programs=[7, 8],
+                             graph_of={7: "inputs"})
     assert [(p.event.graph_hash, p.explicit) for p in paired] == [("inputs", None), ("bwd", None)]
     steps = joins.steps_of(paired, CELL, ["", "", "out = model(x)"])
     assert all(s.sync_cause.startswith("torch.compile(backend=\"openxla\") ran its compiled") for s in steps)
+
+
+def test_an_execution_that_ended_before_a_record_was_entered_is_not_its():
+    """A short graph waited for just before torch.compile's run was entered (here 20 us before: a value
+    read), and the run's own execution starting late, after the call returned and after the next sync
+    was entered (a loaded machine): each execution still goes to whoever handed it over. (Pairing by
+    time with a slack gave the first one to the run, and the run's graph hash to it.)"""
+    run = joins.ExplicitSync(enter=1.0, exit=1.0004, executed=True, graph_hash="bwd", frames=_bridge_frames())
+    sync = _sync(1.001, 4)
+    executions = [Sample(end=0.99998, seconds=0.00005), _ex(1.0012, 0.002), _ex(1.004)]
+    paired = joins.pair_lean([], [run, sync], executions, [], programs=[7, 8, 9], graph_of={7: "g7", 9: "g9"})
+    assert [(p.event.graph_hash, p.explicit) for p in paired] == [("g7", None), ("bwd", None), ("g9", sync)]
+    owners = joins._owners([run, sync], executions)
+    assert [how for how, _ in owners] == [None, "ran", "sync"]
+

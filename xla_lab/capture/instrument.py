@@ -15,8 +15,10 @@ from .frames import is_internal
 from .metrics import NOT_FALLBACKS
 from .steps import HOOK_FUNCTION, ExplicitSync
 
-CACHED_RUN_FUNCTION = "_xla_lab_cached_run"
 from .xla_logs import Frame
+
+CACHED_RUN_FUNCTION = "_xla_lab_cached_run"
+TENSOR_SYNC_FUNCTION = "_xla_lab_tensor_sync"
 
 
 class LineTracking:
@@ -71,6 +73,7 @@ class SyncHook:
         self._debug_file = debug_file
         self._original = None
         self._original_run = None  # torch_xla's _run_cached_graph, while lean capture wraps it
+        self._original_multi = None  # torch_xla's _xla_sync_multi, likewise
         self.records: list[ExplicitSync] = []
         self.final_pending = False
         self.tracking = tracking
@@ -142,15 +145,25 @@ class SyncHook:
             self._wrap_cached_runs()
 
     def _wrap_cached_runs(self) -> None:
-        """Lean capture: torch.compile's openxla backend runs the graphs it traced through
-        ``_run_cached_graph(hash, inputs)``; torch_xla logs no frames for them at the compile-only level,
-        so the hook records each call (when, the graph's hash, the caller's frames) as a record of its own."""
+        """Lean capture: torch.compile's openxla backend first syncs the graph's pending inputs
+        (``_xla_sync_multi``, and waits), then runs the graph it traced (``_run_cached_graph(hash,
+        inputs)``). torch_xla logs no frames for either at the compile-only level, so the hook records
+        each call (when, the graph's hash, the caller's frames) as a record of its own: each hands over
+        one execution, in order, which is how ``steps._owners`` tells them from the syncs around them."""
         original = getattr(self._xlac, "_run_cached_graph", None)
-        if original is None or self._original_run is not None:
-            return
-        if getattr(original, "__name__", "") == CACHED_RUN_FUNCTION:
-            original = original.__wrapped__
-        self._original_run = original
+        if original is not None and self._original_run is None:
+            if getattr(original, "__name__", "") == CACHED_RUN_FUNCTION:
+                original = original.__wrapped__
+            self._original_run = original
+            self._xlac._run_cached_graph = self._cached_run(original)
+        original = getattr(self._xlac, "_xla_sync_multi", None)
+        if original is not None and self._original_multi is None:
+            if getattr(original, "__name__", "") == TENSOR_SYNC_FUNCTION:
+                original = original.__wrapped__
+            self._original_multi = original
+            self._xlac._xla_sync_multi = self._tensor_sync(original)
+
+    def _cached_run(self, original):
         records, frames_of = self.records, CallerFrames(self.cell_file)
 
         def _xla_lab_cached_run(graph_hash, *args, **kwargs):
@@ -164,7 +177,28 @@ class SyncHook:
                 records.append(record)
 
         _xla_lab_cached_run.__wrapped__ = original
-        self._xlac._run_cached_graph = _xla_lab_cached_run
+        return _xla_lab_cached_run
+
+    def _tensor_sync(self, original):
+        records, frames_of, compiles = self.records, CallerFrames(self.cell_file), self._xlac._xla_counter_value
+
+        def _xla_lab_tensor_sync(*args, **kwargs):
+            __tracebackhide__ = True  # noqa: F841
+            record = ExplicitSync(enter=time.time(), frames=frames_of(sys._getframe(1)), tensors=True)
+            # (it runs a graph only if the tensors had pending work: a compile or a cache hit says so)
+            before = (compiles("UncachedCompile") or 0, compiles("CachedCompile") or 0)  # (None until counted)
+            done = False
+            try:
+                out = original(*args, **kwargs)
+                done = True
+                return out
+            finally:
+                record.exit = time.time()
+                record.executed = done and (compiles("UncachedCompile") or 0, compiles("CachedCompile") or 0) != before
+                records.append(record)
+
+        _xla_lab_tensor_sync.__wrapped__ = original
+        return _xla_lab_tensor_sync
 
     def uninstall(self) -> None:
         if self._original is not None:
@@ -173,6 +207,9 @@ class SyncHook:
         if self._original_run is not None:
             self._xlac._run_cached_graph = self._original_run
             self._original_run = None
+        if self._original_multi is not None:
+            self._xlac._xla_sync_multi = self._original_multi
+            self._original_multi = None
 
 
 def caller_frames(frame, cell_file: str | None, limit: int = 32) -> list[Frame]:

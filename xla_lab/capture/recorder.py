@@ -267,9 +267,9 @@ class CellRecorder:
             known.update(getattr(run, "lean_sites", None) or {})
         executions = delta.samples["execute"]
         lost = delta.lost.get("execute", 0)
-        if lost:  # (torch_xla keeps the last 1024 samples: the first steps of a long loop are its explicit syncs')
+        if lost:  # (torch_xla keeps the last 1024 samples: the first steps of a long loop are its records')
             first = executions[0].start if executions else float("inf")
-            early = sorted((r for r in self._hook.records if r.executed and r.graph_hash is None and r.enter < first),
+            early = sorted((r for r in self._hook.records if r.executed and r.enter < first),
                            key=lambda r: r.enter)[-lost:]
             executions = [Sample(end=r.exit, seconds=0.0) for r in early] + list(executions)
         programs, graph_of = [None] * len(executions), {}

@@ -28,6 +28,8 @@ from .source_ref import cell_ref, ref_text
 from .xla_logs import Frame, SyncEvent
 
 HOOK_FUNCTION = "_xla_lab_step_marker"  # the sync hook's name, as it shows in the sync log's frames
+# Metric samples and the hook's records read the same clock (ns); this only absorbs float rounding
+CLOCK_SLACK_S = 1e-6
 
 
 @dataclass
@@ -44,6 +46,8 @@ class ExplicitSync:
     # lean capture: not a sync but torch.compile's openxla backend running a graph it traced
     # (``_run_cached_graph``), whose hash it passes
     graph_hash: str | None = None
+    # lean capture: not a sync of all pending work but ``_xla_sync_multi`` (some tensors' graph)
+    tensors: bool = False
 
 
 @dataclass
@@ -100,9 +104,9 @@ def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], execution
     """Lean capture's executions, without torch_xla's per-execution analysis: one per ExecuteTime
     sample, in time order. An execution that began after a compile ended (CompileTime samples, in
     order) is that compile's miss and takes the next compile block of the sync log (graph hash, name,
-    frames). An execution is an explicit sync's when it began after the sync was entered and that sync
-    has not been given one yet (execution is asynchronous: it begins once the sync has handed the graph
-    over, before the next step is traced); the others are implicit syncs (a value read).
+    frames). Which record of the sync hook handed each execution over (an explicit sync, a graph
+    torch.compile ran, a sync of some tensors) is worked out in order (``_owners``); the others are
+    implicit syncs (a value read).
 
     Which graph a cache hit ran is not logged in lean mode. ``programs`` (the module each execution ran,
     from the profiler session while it was open: ``profile/lean_modules.py``) and ``graph_of`` (module
@@ -164,27 +168,21 @@ def pair_lean(compiles: list[SyncEvent], explicit: list[ExplicitSync], execution
 
 
 def _owners(records: list[ExplicitSync], executions: list[Sample]) -> list[tuple[str | None, ExplicitSync | None]]:
-    """Whose each execution is, records and executions taken in order (an execution can begin after the
-    next sync was entered: a fast loop runs ahead of its device): ``("sync", r)``: an explicit sync's;
-    ``("ran", r)``: the graph torch.compile ran through ``_run_cached_graph`` (the call may sync pending
-    inputs first: executions that begin inside the call before its last one are ``("inside", r)``);
-    ``(None, None)``: an implicit sync's (it began before the next record was entered)."""
+    """Whose each execution is. torch_xla runs a device's graphs one at a time, in the order they were
+    handed over, and each record here handed over exactly one. A graph handed over before a record was
+    entered began before it (an implicit sync reads a value: it waits for its graph); the record's own
+    begins after it was entered, maybe long after (execution is asynchronous: a fast loop runs ahead
+    of its device, and torch.compile's run returns before its graph starts). So, in order: the next
+    record owns the next execution that began after it was entered. Kinds: ``"sync"`` (an explicit
+    sync), ``"ran"`` (the graph torch.compile ran through ``_run_cached_graph``, which names it),
+    ``"tensors"`` (``_xla_sync_multi``: torch.compile syncing the inputs of the graph it is about to
+    run, or code syncing some tensors); ``(None, None)``: an implicit sync's."""
     owners: list[tuple[str | None, ExplicitSync | None]] = [(None, None)] * len(executions)
     k = 0
     for i, ex in enumerate(executions):
-        if k >= len(records) or records[k].enter > ex.start + 1e-4:
-            continue
-        r = records[k]
-        if r.graph_hash is None:
-            owners[i] = ("sync", r)
-            k += 1
-            continue
-        following = executions[i + 1] if i + 1 < len(executions) else None
-        later_record = records[k + 1].enter if k + 1 < len(records) else float("inf")
-        if following is not None and following.start <= max(r.exit, r.enter) + 1e-4 and following.start < later_record:
-            owners[i] = ("inside", r)
-        else:
-            owners[i] = ("ran", r)
+        if k < len(records) and ex.start >= records[k].enter - CLOCK_SLACK_S:
+            r = records[k]
+            owners[i] = ("ran" if r.graph_hash is not None else "tensors" if r.tensors else "sync", r)
             k += 1
     return owners
 
