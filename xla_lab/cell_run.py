@@ -145,7 +145,7 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
             capture.notes.extend(recorder.complete())
             if profiler is not None:
                 _attach_profile(session, capture, profiler, profile_data)
-            _attach_compile_profiles(capture, window, profiler, profile_data, chunks)
+            _attach_compile_profiles(capture, window, profiler, profile_data, chunks, recorder.sync_windows())
             _advise(shell, capture)
             if session.queue is not None:
                 capture.notes.extend(session.queue.explain_misses(capture, session.explain_pair))
@@ -215,8 +215,9 @@ def _ran_steady_before(recorder) -> bool:
 
 
 def _attach_compile_profiles(capture: CellCapture, window, profiler, profile_data: bytes | None,
-                             chunks: list[bytes]) -> None:
-    """Each compiled graph's compile profile, from the window's or the ``--profile`` session's bytes."""
+                             chunks: list[bytes], sync_windows: dict[int, tuple[float, float]]) -> None:
+    """Each compiled graph's compile profile, from the window's or the ``--profile`` session's bytes (and
+    the execution wait of the cached steps the session recorded)."""
     from xla_lab.profile.attach import attach_compile_profiles
     from xla_lab import settings
 
@@ -225,10 +226,10 @@ def _attach_compile_profiles(capture: CellCapture, window, profiler, profile_dat
     try:
         if profiler is not None:
             attach_compile_profiles(capture, [profile_data] if profile_data else [], failure=profiler.failure or (
-                None if profile_data else "the --profile session recorded nothing"))
+                None if profile_data else "the --profile session recorded nothing"), sync_windows=sync_windows)
         elif window is not None:
             attach_compile_profiles(capture, chunks, missed=window.missed, failure=window.failure,
-                                    started_closed=window.started_closed)
+                                    started_closed=window.started_closed, sync_windows=sync_windows)
     except Exception as exc:  # never lose the capture to a compile profile
         capture.notes.append(f"the compile profiles could not be read: {type(exc).__name__}: {exc}")
 

@@ -131,6 +131,14 @@ def test_the_session_closes_on_a_steady_loop_and_opens_again_after_a_compile(ip,
     assert misses[-2].artifacts.compile_profile is None
     assert any("no compile profile for step(s) 5: compiled after the cell's loop had hit the cache" in n for n in c.notes)
     _check_profile(misses[-1])
+    # the two cache hits the session recorded have what their syncs waited for their execution (donated
+    # inputs freed on the syncing thread: 0 when the execution had let go first); later hits, unrecorded, None
+    hits = [s for s in c.steps if s.cache == "hit"]
+    assert len(hits) >= 3
+    for step in hits[:2]:
+        wait = step.timings["execution_wait_s"]
+        assert isinstance(wait, float) and 0 <= wait <= step.timings["execute_s"] + 5e-3, step.timings
+    assert all(s.timings["execution_wait_s"] is None for s in hits[2:])
 
 
 def test_a_cached_loop_run_again_starts_with_the_session_closed(ip, xla_cell, fresh_dim):

@@ -160,3 +160,50 @@ def test_the_syncs_wait_for_its_own_execution_after_the_compile():
     assert "then the sync waited 0.06 s for the step's own execution" in headline(view)
     assert "waited" not in headline(CompileView("a" * 32, "cell_3", 0, dict(first, execution_wait_ns=2e5),
                                                 [], {}, [], [], []))
+
+
+# --- a sync's wait for its step's execution, cache hits included ----------------------------------
+def test_a_session_s_events_are_placed_in_unix_time_by_its_start():
+    """XLA rebases a session's events on its start; the "Task Environment" plane says when that was."""
+    from pathlib import Path
+
+    from xla_lab.profile.xplane import read_space, session_start_ns
+
+    data = (Path(__file__).resolve().parents[1] / "fixtures" / "lean" / "lean_session.xplane.pb").read_bytes()
+    planes = read_space(data, frozenset({"SyncTensorsGraph"}))
+    start = session_start_ns(planes)
+    assert isinstance(start, int) and 1.7e18 < start < 2e18
+    syncs = [e for p in planes for line in p.lines for e in line.events if e.name == "SyncTensorsGraph"]
+    assert syncs and all(0 <= e.start_ns < 60e9 for e in syncs)  # (seconds from the start, not since 1970)
+    assert session_start_ns([p for p in planes if p.name != "Task Environment"]) is None
+
+
+def _hit(index: int, trace: float, wait=None):
+    from xla_lab.capture.records import StepRecord
+
+    step = StepRecord(index=index, graph_name="g", graph_hash="h", cache="hit", sync_cause="torch_xla.sync()")
+    step.timings = {"trace_s": trace, "execution_wait_s": wait}
+    return step
+
+
+def test_a_cached_step_gets_what_its_sync_waited_for_its_execution():
+    """Each explicit sync the session recorded (its ``SyncTensorsGraph`` inside the hook's call) gives its
+    step the donation waits inside it, out of ``trace_s``; waits outside any sync, and steps whose sync the
+    session did not record, give nothing; a step already measured (a compile) is left alone."""
+    from xla_lab.profile.attach import count_hit_waits
+    from xla_lab.profile.compile_profile import sync_waits
+
+    base_ns = 1_000 * 10**9  # (the session started at unix time 1000 s)
+    python = [ev("SyncTensorsGraph", 10, 10), ev("Wait for donation holds", 12, 5),
+              ev("SyncTensorsGraph", 30, 1), ev("Wait for donation holds", 40, 3)]
+    planes = [Plane("/host:CPU", [Line("python", python)]),
+              Plane("Task Environment", [], {"profile_start_time": base_ns})]
+    waits = sync_waits(planes)
+    assert waits == [(base_ns + 10 * MS, base_ns + 20 * MS, 5 * MS), (base_ns + 30 * MS, base_ns + 31 * MS, 0.0)]
+    assert sync_waits(planes[:1]) == []  # (no start: nothing can be placed)
+    steps = [_hit(0, 0.020), _hit(1, 0.004), _hit(2, 0.008), _hit(3, 0.5, wait=0.2)]
+    windows = {0: (1000.0099, 1000.0205), 1: (1000.0299, 1000.0312), 2: (1000.0395, 1000.045), 3: (1000.0099, 1000.0205)}
+    count_hit_waits(steps, windows, waits)
+    assert [s.timings["execution_wait_s"] for s in steps] == [0.005, 0.0, None, 0.2]
+    assert [round(s.timings["trace_s"], 6) for s in steps] == [0.015, 0.004, 0.008, 0.5]
+    count_hit_waits([_hit(4, 0.02)], {}, waits)  # (an implicit sync has no window: nothing)

@@ -239,6 +239,12 @@ class CellRecorder:
                 f"were dropped ({lost}), so the first steps have no per-step timings. Totals are exact."
             )
 
+    def sync_windows(self) -> dict[int, tuple[float, float]]:
+        """Step index -> when the explicit sync that ended it was entered and returned (unix seconds):
+        what a profiler session's events of that sync are found by (``profile/attach.py``)."""
+        return {step.index: (record.enter, record.exit)
+                for step, record in zip(self.capture.steps, self._explicit_of_step) if record is not None}
+
     def complete(self) -> list[str]:
         """The work ``finish()`` left: analyse each graph the cell compiled (or first ran, when it was
         compiled outside ``%%xla``) once, then say why each miss recompiled. Returns notes."""

@@ -16,9 +16,9 @@ from typing import Any
 from . import ir_graph
 
 SCHEMA = "xla_lab.capture/1"
-# ``execution_wait_s`` (added to the contract): after compiling, the sync waited on the user's thread for the
-# step's own execution (torch_xla freed its donated inputs there: ``count_execution_wait`` in steps.py);
-# None where no compile profile says (a cache hit, a compile without one)
+# ``execution_wait_s`` (added to the contract): the explicit sync waited on the user's thread for the step's
+# own execution (torch_xla freed its donated inputs there: ``count_execution_wait`` in steps.py); None where
+# no profiler session recorded the sync (the compile window had closed, an implicit sync, no profile)
 TIMING_KEYS = ("trace_s", "compile_s", "execute_s", "to_device_s", "from_device_s", "execution_wait_s")
 CACHE_STATES = ("miss", "hit", "precompiled")
 

@@ -501,9 +501,10 @@ def assign_timings(steps: list[StepRecord], explicit: list[ExplicitSync | None],
 
 
 def count_execution_wait(step: StepRecord, seconds: float | None) -> None:
-    """A compiling explicit sync that then waited for the step's own execution (the compile profile's
-    ``execution_wait_ns``: torch_xla freed the step's donated inputs on the syncing thread): that time is
-    its own timing, ``execution_wait_s``, and no longer part of ``trace_s``, whose window (up to the
+    """An explicit sync that waited for the step's own execution (torch_xla freed the step's donated
+    inputs on the syncing thread; measured by a profiler session: the compile profile's
+    ``execution_wait_ns`` for a compile, ``profile/attach.count_hit_waits`` for a cache hit): that time
+    is its own timing, ``execution_wait_s``, and no longer part of ``trace_s``, whose window (up to the
     sync's return) held it. Never below zero, and only once."""
     if seconds is None or step.timings.get("execution_wait_s") is not None:
         return

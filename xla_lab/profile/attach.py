@@ -10,6 +10,7 @@ from .join import WANTED, WANTED_STATS, StepInfo, join_profile
 from .xplane import ProfileFormatError, gc_paused, read_space
 
 _MODULE = re.compile(r"^HloModule ([^\s,]+)", re.M)
+_CLOCK_SLACK_NS = 2e3  # (unix times in float seconds and float ns are rounded to about 0.25 us)
 
 
 def step_infos(capture) -> list[StepInfo]:
@@ -68,13 +69,17 @@ def instruction_count(hlo: str | None) -> int | None:
 
 
 def attach_compile_profiles(capture, chunks: list[bytes], missed: int = 0, failure: str | None = None,
-                            started_closed: bool = False) -> None:
+                            started_closed: bool = False,
+                            sync_windows: dict[int, tuple[float, float]] | None = None) -> None:
     """Give each graph the cell compiled its compile profile (``GraphArtifacts.compile_profile``), from
     the bytes a compile window (``compile_window.py``) or a ``--profile`` session recorded. A compile
-    the profiles do not cover gets a note that says why. Problems become notes."""
-    from .compile_profile import CLIENT_COMPILE, OTHER_THREADS, compile_profiles
+    the profiles do not cover gets a note that says why. Problems become notes. ``sync_windows`` (step
+    index -> its explicit sync's enter and return, unix seconds): the cached steps the session also
+    recorded get the time their sync waited for their execution (``count_hit_waits``)."""
+    from .compile_profile import CLIENT_COMPILE, OTHER_THREADS, compile_profiles, sync_waits
 
     profiles = []
+    waits = []
     for data in chunks:
         if not data:
             continue
@@ -85,11 +90,13 @@ def attach_compile_profiles(capture, chunks: list[bytes], missed: int = 0, failu
             continue
         with gc_paused():
             profiles.extend(compile_profiles(planes))
+            waits.extend(sync_waits(planes))
     misses = [s for s in capture.steps if s.cache == "miss" and s.artifacts is not None]
     for p in profiles:
         step = _compiled_step(p, [s for s in misses if s.artifacts.compile_profile is None])
         if step is not None:
             _store(step, p)
+    count_hit_waits(capture.steps, sync_windows or {}, waits)
     without = [s for s in misses if s.artifacts.compile_profile is None]
     if not without:
         return
@@ -107,6 +114,26 @@ def attach_compile_profiles(capture, chunks: list[bytes], missed: int = 0, failu
     else:
         why = f"no compile profile for step(s) {steps}: the profiler session recorded no compile for them"
     capture.notes.append(why)
+
+
+def count_hit_waits(steps: list, sync_windows: dict[int, tuple[float, float]],
+                    waits: list[tuple[float, float, float]]) -> None:
+    """A cached step whose explicit sync the session recorded (a ``SyncTensorsGraph`` inside the hook's
+    call: the profiler and the hook read the same clock) gets what that sync waited for the step's own
+    execution, as a compiling one gets its compile profile's: ``execution_wait_s``, out of ``trace_s``.
+    Steps the session did not record (its window had closed) keep None: not measured."""
+    from xla_lab.capture.steps import count_execution_wait
+
+    if not waits:
+        return
+    for step in steps:
+        window = sync_windows.get(step.index)
+        if step.cache == "miss" or window is None or step.timings.get("execution_wait_s") is not None:
+            continue
+        enter, exit_ = window[0] * 1e9 - _CLOCK_SLACK_NS, window[1] * 1e9 + _CLOCK_SLACK_NS
+        inside = [wait for start, end, wait in waits if enter <= start and end <= exit_]
+        if inside:
+            count_execution_wait(step, sum(inside) / 1e9)
 
 
 def _compiled_step(profile: dict, candidates: list):

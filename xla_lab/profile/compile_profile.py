@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .xplane import Event, Plane
+from .xplane import Event, Plane, session_start_ns
 
 CLIENT_COMPILE = "PjRtComputationClient::Compile"  # torch_xla's CompileTime
 GRAPH_COMPILE = "XLAGraphExecutor::Compile"  # lowering to HLO, then the client's compile
@@ -116,6 +116,24 @@ def execution_wait(compiled: Event, syncs: list[Event], waits: list[Event]) -> f
     if sync is None:
         return None
     return float(sum(w.duration_ns for w in waits if w.start_ns >= compiled.end_ns and w.end_ns <= sync.end_ns + 1e3))
+
+
+def sync_waits(planes: list[Plane]) -> list[tuple[float, float, float]]:
+    """Every sync of a thread that compiled (``SyncTensorsGraph``): its start and end (unix ns) and how
+    long it waited inside for a donated buffer (a cache hit's wait for the step's own execution, as
+    ``execution_wait`` is a compiling sync's). Empty when the profile does not say when it started."""
+    base = session_start_ns(planes)
+    if base is None:
+        return []
+    out = []
+    for plane in planes:
+        for line in plane.lines:
+            syncs = [e for e in line.events if e.name == SYNC]
+            waits = [e for e in line.events if e.name == DONATION_WAIT]
+            for s in syncs:
+                out.append((base + s.start_ns, base + s.end_ns, float(sum(
+                    w.duration_ns for w in waits if s.start_ns <= w.start_ns and w.end_ns <= s.end_ns + 1e3))))
+    return out
 
 
 def _around(candidates: list[Event], inner: Event) -> Event | None:

@@ -33,7 +33,7 @@ class ProfileFormatError(ValueError):
 @dataclass(slots=True)
 class Event:
     name: str  # the event's metadata name: an HLO instruction for XLA's kernels, a host activity otherwise
-    start_ns: float  # absolute (the line's timestamp plus the event's offset)
+    start_ns: float  # from the session's start (XLA rebases a session's events on it: ``session_start_ns``)
     duration_ns: float
     stats: dict[str, object] = field(default_factory=dict)  # the event's own stats, then its metadata's
 
@@ -52,6 +52,21 @@ class Line:
 class Plane:
     name: str  # e.g. "/host:CPU", "/device:TPU:0"
     lines: list[Line]
+    stats: dict[str, object] = field(default_factory=dict)  # the plane's own (e.g. "Task Environment"'s)
+
+
+TASK_ENVIRONMENT = "Task Environment"  # a plane of stats about the session, such as when it started
+
+
+def session_start_ns(planes: list[Plane]) -> int | None:
+    """When the session started, in unix nanoseconds (the "Task Environment" plane's
+    ``profile_start_time``): what turns its events' times into the clock of ``time.time()`` and of
+    torch_xla's metric samples. None when the profile does not say."""
+    for plane in planes:
+        if plane.name == TASK_ENVIRONMENT:
+            start = plane.stats.get("profile_start_time")
+            return int(start) if isinstance(start, int) and start > 0 else None
+    return None
 
 
 _PACKAGE = "xla_lab_xplane"
@@ -62,7 +77,7 @@ _SCHEMA = {
     "Space": [("planes", 1, _MSG, _MANY, "Plane"), ("errors", 2, _BYTES, _MANY, None)],
     "Plane": [("id", 1, _INT, _ONE, None), ("name", 2, _BYTES, _ONE, None), ("lines", 3, _MSG, _MANY, "Line"),
               ("event_metadata", 4, _MSG, _MANY, "EventMetadataEntry"),
-              ("stat_metadata", 5, _MSG, _MANY, "StatMetadataEntry")],
+              ("stat_metadata", 5, _MSG, _MANY, "StatMetadataEntry"), ("stats", 6, _MSG, _MANY, "Stat")],
     "Line": [("id", 1, _INT, _ONE, None), ("name", 2, _BYTES, _ONE, None), ("timestamp_ns", 3, _INT, _ONE, None),
              ("events", 4, _MSG, _MANY, "Event"), ("display_name", 11, _BYTES, _ONE, None)],
     "Event": [("metadata_id", 1, _INT, _ONE, None), ("offset_ps", 2, _INT, _ONE, None),
@@ -114,7 +129,8 @@ def _stats(stats, stat_names: dict[int, str], only: frozenset[int] | None = None
 def read_space(data: bytes, names: frozenset[str] | None = None, prefixes: tuple[str, ...] = (),
                with_stat: str | None = None, stats: frozenset[str] | None = None,
                bare: tuple[str, ...] = (), whole_lines_with: str | None = None) -> list[Plane]:
-    """The planes of an XSpace, each event with its absolute start and duration in nanoseconds.
+    """The planes of an XSpace, each event with its start (from the session's start) and duration in
+    nanoseconds.
 
     A long loop records tens of thousands of runtime events nobody reads (thread-pool regions,
     transposes, buffer waits): with ``names``, only events of those names, of names starting with
@@ -208,5 +224,5 @@ def _read_space(data, names, prefixes, with_stat, stats, bare, whole_lines_with=
                     found.setdefault(key, value)
                 events.append(Event(name, base + ev.offset_ps / 1000.0, ev.duration_ps / 1000.0, found))
             lines.append(Line(_text(line.display_name or line.name), events))
-        planes.append(Plane(_text(plane.name), lines))
+        planes.append(Plane(_text(plane.name), lines, _stats(plane.stats, stat_names) if plane.stats else {}))
     return planes

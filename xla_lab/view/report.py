@@ -85,7 +85,7 @@ def totals_line(c: CellCapture) -> str:
             f"trace {_fmt_s(c.total('trace_s'))} | transfer {_fmt_s(transfer)}")
     waited = c.total("execution_wait_s")
     if waited * 1e9 >= WAIT_SHOWN_FROM_NS:  # (as the compile headline; README "Compile time, explained")
-        line += f" | syncs waited {_fmt_s(waited)} for their step's execution after compiling"
+        line += f" | syncs waited {_fmt_s(waited)} for their step's execution"
     return line
 
 
