@@ -110,4 +110,17 @@ describe("format, steps, timeline", () => {
     expect(cur.bars[1].label).toBe("10-19");
     expect(niceScale(0.83)).toEqual({ max: 1, step: 0.25 });
   });
+
+  it("stacks a sync's wait for its execution beside the trace it was taken out of", () => {
+    const steps = [
+      { index: 0, cache: "miss", trace_s: 0.1, compile_s: 2, execute_s: 0.3, transfer_s: 0, execution_wait_s: 0.25 },
+      { index: 1, cache: "hit", trace_s: 0.05, compile_s: 0, execute_s: 0.3, transfer_s: 0, execution_wait_s: null },
+      { index: 2, cache: "hit", trace_s: 0.05, compile_s: 0, execute_s: 0.3, transfer_s: 0 },  // (an older output)
+    ];
+    const [run] = timelineBars([{ execution_count: 3, started_at: 0, steps }]);
+    expect(run.bars.map((b) => b.values.execution_wait_s)).toEqual([0.25, 0, 0]);
+    expect(run.bars[0].total).toBeCloseTo(2.65);
+    const [bucketed] = timelineBars([{ execution_count: 3, started_at: 0, steps }], 1);
+    expect(bucketed.bars[0].values.execution_wait_s).toBeCloseTo(0.25);
+  });
 });

@@ -122,4 +122,13 @@ describe("step timings", () => {
     m.capture.steps[0].timings = { compile_s: null, execute_s: 0.25 };
     expect(parsePanelModel(m).capture.steps[0].timings.execute_s).toBe(0.25);
   });
+
+  it("of a run keep the sync's wait for its execution (null in older outputs, refused as text)", () => {
+    const m = validModel() as Record<string, any>;
+    expect(parsePanelModel(m).runs[0].steps[0].execution_wait_s).toBeNull();
+    m.runs[0].steps[0].execution_wait_s = 0.2;
+    expect(parsePanelModel(m).runs[0].steps[0].execution_wait_s).toBe(0.2);
+    m.runs[0].steps[0].execution_wait_s = "0.2";
+    expect(() => parsePanelModel(m)).toThrow(/model\.runs\[0\]\.steps\[0\]\.execution_wait_s/);
+  });
 });

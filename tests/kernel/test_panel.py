@@ -184,7 +184,7 @@ def test_model_source_lines_summary_and_runs(mlp_runs):
     assert [r["execution_count"] for r in model["runs"]] == [first.execution_count, second.execution_count]
     assert [s["cache"] for s in model["runs"][0]["steps"]][:3] == ["miss", "miss", "hit"]
     assert all(s["cache"] == "hit" for s in model["runs"][1]["steps"])
-    assert all(set(s) == {"index", "cache", "trace_s", "compile_s", "execute_s", "transfer_s"}
+    assert all(set(s) == {"index", "cache", "trace_s", "compile_s", "execute_s", "transfer_s", "execution_wait_s"}
                for r in model["runs"] for s in r["steps"])
     # summary of the first run: a recompile reason and the mid-step sync warning
     summary = panel_model(first)["summary"]

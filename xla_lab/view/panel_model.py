@@ -232,7 +232,8 @@ def run_model(c: CellCapture) -> dict:
     return {"execution_count": c.execution_count, "started_at": c.started_at,
             "steps": [{"index": s.index, "cache": s.cache, "trace_s": s.timings.get("trace_s"),
                        "compile_s": s.timings.get("compile_s"), "execute_s": s.timings.get("execute_s"),
-                       "transfer_s": transfer(s.timings)} for s in c.steps]}
+                       "transfer_s": transfer(s.timings), "execution_wait_s": s.timings.get("execution_wait_s")}
+                      for s in c.steps]}
 
 
 # --- measured time ------------------------------------------------------------------------------

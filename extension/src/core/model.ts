@@ -77,7 +77,7 @@ export interface Summary {
   rows: StepRow[];
   steps: number; compiles: number; cache_hits: number; precompiled: number;
   trace_s: number; compile_s: number; execute_s: number; transfer_s: number;
-  /** What compiling syncs then waited for their own step's execution (0 in outputs saved before it). */
+  /** What syncs waited for their own step's execution, where measured (0 in outputs saved before it). */
   execution_wait_s: number;
   recompiles: { step: number; reason: string }[]; warnings: string[];
   /** The ranks of the cell's multi-process launches (xmp.spawn, torch_xla.launch); [] when none. */
@@ -97,6 +97,8 @@ export interface ModelFile { file: string; lines: (SourceLine & { function: stri
 export interface RunStep {
   index: number; cache: string;
   trace_s: number | null; compile_s: number | null; execute_s: number | null; transfer_s: number | null;
+  /** What the step's sync waited for its own execution, when a profiler session measured it (absent in older outputs). */
+  execution_wait_s?: number | null;
 }
 
 export interface Run { execution_count: number | null; started_at: number; steps: RunStep[] }
@@ -374,6 +376,7 @@ function parseRun(v: unknown, path: string): Run {
         index: num(so.index, `${p}.index`), cache: str(so.cache ?? "", `${p}.cache`),
         trace_s: numOrNull(so.trace_s, `${p}.trace_s`), compile_s: numOrNull(so.compile_s, `${p}.compile_s`),
         execute_s: numOrNull(so.execute_s, `${p}.execute_s`), transfer_s: numOrNull(so.transfer_s, `${p}.transfer_s`),
+        execution_wait_s: numOrNull(so.execution_wait_s, `${p}.execution_wait_s`),
       };
     }),
   };

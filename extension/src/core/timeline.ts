@@ -1,7 +1,8 @@
-// Per-step trace / compile / execute / transfer bars for this run and the cell's earlier runs.
+// Per-step trace / compile / wait / execute / transfer bars for this run and the cell's earlier runs.
 import type { Run } from "./model";
 
-export const PHASES = ["trace_s", "compile_s", "execute_s", "transfer_s"] as const;
+// (execution_wait_s: the sync's wait for its own step's execution, out of trace_s; 0 where not measured)
+export const PHASES = ["trace_s", "compile_s", "execution_wait_s", "execute_s", "transfer_s"] as const;
 export type Phase = (typeof PHASES)[number];
 
 export interface Bar { run: number; label: string; first: number; last: number; cache: string; values: Record<Phase, number>; total: number }
@@ -19,7 +20,7 @@ export function timelineBars(runs: readonly Run[], maxBars = 120): RunBars[] {
     const bars: Bar[] = [];
     for (let i = 0; i < r.steps.length; i += per) {
       const chunk = r.steps.slice(i, i + per);
-      const values = { trace_s: 0, compile_s: 0, execute_s: 0, transfer_s: 0 } as Record<Phase, number>;
+      const values = { trace_s: 0, compile_s: 0, execution_wait_s: 0, execute_s: 0, transfer_s: 0 } as Record<Phase, number>;
       for (const s of chunk) for (const p of PHASES) values[p] += s[p] ?? 0;
       const caches = new Set(chunk.map((s) => s.cache));
       const first = chunk[0].index, last = chunk[chunk.length - 1].index;

@@ -3,7 +3,7 @@ import type { Run } from "../core/model";
 import { niceScale, PHASES, timelineBars } from "../core/timeline";
 import { h, s } from "./dom";
 
-const PHASE_LABEL: Record<string, string> = { trace_s: "trace", compile_s: "compile", execute_s: "execute", transfer_s: "transfer" };
+const PHASE_LABEL: Record<string, string> = { trace_s: "trace", compile_s: "compile", execution_wait_s: "sync waited for execution", execute_s: "execute", transfer_s: "transfer" };
 
 /** Stacked bars per step, runs side by side (oldest first), as an SVG plot. */
 export function renderTimeline(runs: readonly Run[]): HTMLElement {
