@@ -72,8 +72,7 @@ class SyncHook:
         self._xlac = torch_xla._XLAC
         self._debug_file = debug_file
         self._original = None
-        self._original_run = None  # torch_xla's _run_cached_graph, while lean capture wraps it
-        self._original_multi = None  # torch_xla's _xla_sync_multi, likewise
+        self._originals: dict[str, Callable] = {}  # what lean capture wraps besides: name -> torch_xla's own
         self.records: list[ExplicitSync] = []
         self.final_pending = False
         self.tracking = tracking
@@ -150,18 +149,15 @@ class SyncHook:
         inputs)``). torch_xla logs no frames for either at the compile-only level, so the hook records
         each call (when, the graph's hash, the caller's frames) as a record of its own: each hands over
         one execution, in order, which is how ``steps._owners`` tells them from the syncs around them."""
-        original = getattr(self._xlac, "_run_cached_graph", None)
-        if original is not None and self._original_run is None:
-            if getattr(original, "__name__", "") == CACHED_RUN_FUNCTION:
+        for name, wrapper_name, wrap in (("_run_cached_graph", CACHED_RUN_FUNCTION, self._cached_run),
+                                         ("_xla_sync_multi", TENSOR_SYNC_FUNCTION, self._tensor_sync)):
+            original = getattr(self._xlac, name, None)
+            if original is None or name in self._originals:
+                continue
+            if getattr(original, "__name__", "") == wrapper_name:  # left over from a crashed run
                 original = original.__wrapped__
-            self._original_run = original
-            self._xlac._run_cached_graph = self._cached_run(original)
-        original = getattr(self._xlac, "_xla_sync_multi", None)
-        if original is not None and self._original_multi is None:
-            if getattr(original, "__name__", "") == TENSOR_SYNC_FUNCTION:
-                original = original.__wrapped__
-            self._original_multi = original
-            self._xlac._xla_sync_multi = self._tensor_sync(original)
+            self._originals[name] = original
+            setattr(self._xlac, name, wrap(original))
 
     def _cached_run(self, original):
         records, frames_of = self.records, CallerFrames(self.cell_file)
@@ -204,12 +200,9 @@ class SyncHook:
         if self._original is not None:
             self._xlac._xla_step_marker = self._original
             self._original = None
-        if self._original_run is not None:
-            self._xlac._run_cached_graph = self._original_run
-            self._original_run = None
-        if self._original_multi is not None:
-            self._xlac._xla_sync_multi = self._original_multi
-            self._original_multi = None
+        for name, original in self._originals.items():
+            setattr(self._xlac, name, original)
+        self._originals.clear()
 
 
 def caller_frames(frame, cell_file: str | None, limit: int = 32) -> list[Frame]:
