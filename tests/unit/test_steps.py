@@ -137,6 +137,26 @@ def test_an_upload_just_after_a_sync_belongs_to_the_next_step():
     assert outside == {}
 
 
+def test_a_value_read_s_step_ends_with_its_transfer_even_when_the_execution_is_stamped_later():
+    """An implicit sync (``.item()``) waits for the execution and then the value's transfer, which itself
+    waited for the execution. torch_xla stamps the execution's end on another thread, often a few ms after
+    the transfer's (seen: 0.1724 against 0.1762 s): the step ends with its transfer, the next step keeps
+    its own transfer and compile (the next transfer after the execution's end once ended the step, which
+    then took the next compile's time as its trace), and the time covered by both is counted once."""
+    steps = [StepRecord(index=i, graph_name="g", graph_hash=f"h{i}", cache="miss", sync_cause="implicit")
+             for i in range(2)]
+    samples = {"compile": [Sample(10.10, 0.10), Sample(10.30, 0.08)],
+               "execute": [Sample(10.16, 0.055), Sample(10.31, 0.005)],
+               "from_device": [Sample(10.158, 0.05), Sample(10.312, 0.001)], "to_device": []}
+    joins.assign_timings(steps, [None, None], samples, 10.0)
+    # step 0: 10.0 -> 10.158: compile 0.1, execution and transfer 10.105 -> 10.158 (0.053): trace 0.005
+    assert steps[0].timings["from_device_s"] == pytest.approx(0.05)
+    assert steps[0].timings["trace_s"] == pytest.approx(0.005)
+    # step 1: 10.158 -> 10.312: compile 0.08, execution 10.305 -> 10.31 and transfer 10.311 -> 10.312: trace 0.068
+    assert steps[1].timings["from_device_s"] == pytest.approx(0.001)
+    assert steps[1].timings["trace_s"] == pytest.approx(0.068)
+
+
 def test_a_compiling_sync_s_wait_for_its_execution_is_its_own_timing_not_trace():
     """The compile profile measures what a compiling sync then waited for the step's own execution (torch_xla
     freed its donated inputs on the syncing thread); the step's window up to the sync's return held it, so

@@ -9,10 +9,11 @@ recorded fixtures (``tests/fixtures/cells``) as well as live.
 * ``explain_recompiles``: what each miss is compared with, and the reason in words;
 * ``assign_timings`` / ``assign_fallbacks``: each step's share of the cell's metric samples and
   CPU fallbacks. A step's host-side window runs from the end of the previous step to the end of its
-  own sync (the hook's return for explicit syncs; the end of the value's execution and transfer for
-  implicit ones). ``trace_s`` is the host time of that window not spent compiling, transferring or
-  (for implicit syncs) waiting for the execution; ``count_execution_wait`` takes out what a compiling
-  sync then waited for its own execution, once the compile profile has measured it.
+  own sync (the hook's return for explicit syncs; the end of the value's transfer for implicit ones).
+  ``trace_s`` is the host time of that window not spent compiling, transferring or (for implicit
+  syncs) waiting for the execution, which the transfer waited for too (counted once);
+  ``count_execution_wait`` takes out what an explicit sync then waited for its own execution, once a
+  profiler session has measured it.
 """
 
 from __future__ import annotations
@@ -465,11 +466,14 @@ def assign_timings(steps: list[StepRecord], explicit: list[ExplicitSync | None],
         if record is not None:
             ends.append(record.exit)
         elif ex is not None:
-            later = [s.end for s in from_device if s.end >= ex.end]
+            # the value's transfer waits for the execution: the first transfer still running when the
+            # execution began. Its end is when the user's code went on (the execution's own sample, stamped
+            # on another thread, often ends a few ms later)
+            later = [s.end for s in from_device if s.end >= ex.start]
             ends.append(min(later) if later else ex.end)
         else:
             ends.append(None)
-    buckets = {k: [0.0] * len(steps) for k in ("to_device", "from_device")}
+    owned: dict[str, list[list[Sample]]] = {k: [[] for _ in steps] for k in ("to_device", "from_device")}
     outside = {"to_device_s": 0.0, "from_device_s": 0.0}
     # A step's window ends when its sync returned. The next step's first upload can end 20-100 us
     # later, so the only slack allowed is the float rounding of a unix time (about 0.2 us).
@@ -479,7 +483,7 @@ def assign_timings(steps: list[StepRecord], explicit: list[ExplicitSync | None],
             if idx is None:
                 outside[f"{kind}_s"] += sample.seconds
             else:
-                buckets[kind][idx] += sample.seconds
+                owned[kind][idx].append(sample)
     previous_end = t0
     for i, step in enumerate(steps):
         ex = executes[i]
@@ -487,17 +491,27 @@ def assign_timings(steps: list[StepRecord], explicit: list[ExplicitSync | None],
         t = dict.fromkeys(TIMING_KEYS)
         t["execute_s"] = ex.seconds if ex else None
         t["compile_s"] = (comp.seconds if comp else None) if step.cache == "miss" else 0.0
-        t["to_device_s"] = buckets["to_device"][i]
-        t["from_device_s"] = buckets["from_device"][i]
+        t["to_device_s"] = sum(x.seconds for x in owned["to_device"][i])
+        t["from_device_s"] = sum(x.seconds for x in owned["from_device"][i])
         if ends[i] is not None:
             window = ends[i] - previous_end - (explicit[i].held_s if explicit[i] is not None else 0.0)
             blocking = (t["compile_s"] or 0.0) + t["to_device_s"] + t["from_device_s"]
-            if explicit[i] is None:
-                blocking += t["execute_s"] or 0.0
+            if explicit[i] is None:  # (it waited for the execution too, while its transfer waited for it)
+                blocking += _covered_s(([ex] if ex else []) + owned["from_device"][i], ends[i]) - t["from_device_s"]
             t["trace_s"] = max(0.0, window - blocking)
             previous_end = ends[i]
         step.timings = t
     return {k: v for k, v in outside.items() if v}
+
+
+def _covered_s(samples: list[Sample], until: float) -> float:
+    """Seconds up to ``until`` covered by the samples' intervals, overlaps counted once."""
+    total, reach = 0.0, float("-inf")
+    for x in sorted(samples, key=lambda x: x.start):
+        end = min(x.end, until)
+        total += max(0.0, end - max(x.start, reach))
+        reach = max(reach, end)
+    return total
 
 
 def count_execution_wait(step: StepRecord, seconds: float | None) -> None:
