@@ -9,7 +9,10 @@ capture modes (README: "Capture modes").
     printed with their middle half and spread, and the same in CPU time (which the machine's other
     tenants do not take). Two loops: a 200-step Adam loop at about 9 ms a step (goal: full <= 1.03,
     lean <= 1.02) and a 600-step SGD-momentum loop at about 3 ms a step (goal: lean <= 1.02; full
-    printed beside it).
+    printed beside it). Their MLPs get as many hidden blocks as make those step times in plain
+    torch_xla on this machine (measured first, at two sizes; ``--loop-ms``, ``--short-ms``), so a
+    faster machine does not double the share of a sync's fixed cost (``--loop-blocks``,
+    ``--short-blocks`` fix them; 1 and 2 are the models of the runs before 2026-12-04).
       a2. full capture with ``--track-lines always`` (source lines recorded on every traced op instead
           of pausing once the loop hits the cache: what the default saves)
       a3. the fixed cost per sync: a one-op graph synced 1000 times a turn, the same way
@@ -26,6 +29,7 @@ capture modes (README: "Capture modes").
     12-layer model's compile (plain, full and lean; ``--big-layers 0`` skips it).
 
     python benchmarks/bench_capture_overhead.py [--pairs 5] [--rounds 6] [--always-rounds 2] [--steps 200]
+                                                [--loop-ms 9] [--short-ms 3] [--loop-blocks N] [--short-blocks N]
                                                 [--repeats 6] [--big-layers 12] [--big-repeats 3]
                                                 [--own-rounds 8] [--skip-steady] [--explain] [--json OUT]
 
@@ -45,19 +49,28 @@ import time
 from pool_overhead import (COMPILE_GOAL, LOOP_GOALS, compile_ratios, inherited_pjrt, pjrt_text,  # (one place)
                            steady_ratios)
 
-SETUP_MLP = """
+# The cached loops' models, sized by their hidden blocks: the issue's goals are for steps of about 9 ms (the
+# Adam loop) and 3 ms (the short loop), where a sync's fixed cost is a given share of the step. With the
+# blocks of the first measurements (LOOP_BLOCKS, SHORT_BLOCKS) the steps took that long on the machine of
+# 2026-12-01..03 and half as long on a faster one; the driver sizes them to the step times asked for
+# (``--loop-ms``, ``--short-ms``) unless told the blocks. More blocks trace and run more ops alike, so the
+# step keeps the make-up of tracing and execution it had.
+LOOP_BLOCKS, SHORT_BLOCKS = 1, 2
+MLP_TEMPLATE = """
 import torch, torch_xla
 import torch_xla.core.xla_model as xm
 torch.manual_seed(0)
 dev = torch_xla.device()
 model = torch.nn.Sequential(
     torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.LayerNorm(512),
-    torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)).to(dev)
+    *[m for _ in range({blocks}) for m in (torch.nn.Linear(512, 512), torch.nn.GELU())],
+    torch.nn.Linear(512, 10)).to(dev)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 xb = torch.randn(64, 256).to(dev)
 yb = torch.randint(0, 10, (64,)).to(dev)
 tiny = torch.zeros(4, device=dev)
 """
+SETUP_MLP = MLP_TEMPLATE.format(blocks=LOOP_BLOCKS)  # (as first measured; bench_profile.py times it too)
 
 LOOP = """
 for _ in range({steps}):
@@ -69,14 +82,20 @@ for _ in range({steps}):
 xm.wait_device_ops()
 """
 
-SETUP_SHORT = """
+SHORT_TEMPLATE = """
 short_model = torch.nn.Sequential(
-    torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
-    torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(dev)
+    torch.nn.Linear(128, 256), torch.nn.ReLU(),
+    *[m for _ in range({blocks}) for m in (torch.nn.Linear(256, 256), torch.nn.ReLU())],
+    torch.nn.Linear(256, 10)).to(dev)
 short_opt = torch.optim.SGD(short_model.parameters(), lr=1e-2, momentum=0.9)
 short_x = torch.randn(32, 128).to(dev)
 short_y = torch.randint(0, 10, (32,)).to(dev)
 """
+
+
+def loops_setup(loop_blocks: int, short_blocks: int) -> str:
+    """The set-up cell of the cached loops' models (both, as every loop worker runs them)."""
+    return MLP_TEMPLATE.format(blocks=loop_blocks) + SHORT_TEMPLATE.format(blocks=short_blocks)
 
 SHORT_LOOP = """
 for _ in range({steps}):
@@ -141,13 +160,13 @@ def _shell(mode: str):
     return ip
 
 
-def worker_loop(mode: str, steps: int) -> None:
+def worker_loop(mode: str, steps: int, blocks: tuple[int, int]) -> None:
     """Set up and warm up, then run one timed loop per line read from stdin, answering its wall and
     CPU times (CPU time does not count what the machine's other tenants take)."""
     lab = mode != "plain"
     ip = _shell(mode)
     prefix = "%%xla -q\n" if lab else ""
-    assert ip.run_cell(SETUP_MLP + SETUP_SHORT).success
+    assert ip.run_cell(loops_setup(*blocks)).success
     assert ip.run_cell(prefix + LOOP.format(steps=3)).success  # compile the two graphs
     assert ip.run_cell(prefix + SHORT_LOOP.format(steps=3)).success
     assert ip.run_cell(prefix + TINY_LOOP.format(steps=3)).success
@@ -171,7 +190,7 @@ def worker_loop(mode: str, steps: int) -> None:
         print("TIMES " + json.dumps(times), flush=True)
 
 
-def worker_own_cost(mode: str, rounds: int) -> dict:
+def worker_own_cost(mode: str, rounds: int, blocks: tuple[int, int]) -> dict:
     """xla_lab's own cost on a cached loop, in one process (no process-to-process luck): the short loop
     as a ``%%xla -q`` cell and as a plain cell of the same kernel, taking turns (who goes first turns
     round). The plain cell runs as in plain torch_xla: source lines off (xla_lab keeps them on outside
@@ -183,7 +202,7 @@ def worker_own_cost(mode: str, rounds: int) -> dict:
     import xla_lab
 
     ip = _shell(mode)
-    assert ip.run_cell(SETUP_MLP + SETUP_SHORT).success
+    assert ip.run_cell(loops_setup(*blocks)).success
     assert ip.run_cell("%%xla -q\n" + SHORT_LOOP.format(steps=3)).success
     assert ip.run_cell(SHORT_LOOP.format(steps=3)).success
     ratios, plain_s = [], []
@@ -202,16 +221,57 @@ def worker_own_cost(mode: str, rounds: int) -> dict:
     return {"ratios": ratios, "plain_ms": statistics.median(plain_s) / SHORT_STEPS * 1e3}
 
 
-def own_cost(rounds: int) -> dict[str, dict]:
+def own_cost(rounds: int, blocks: tuple[int, int]) -> dict[str, dict]:
     print(f"(a4) xla_lab's own cost, in one process: the short loop as a %%xla cell and as a plain cell of the "
           f"same kernel taking turns, {rounds} rounds, the capture's analysis after the cell included")
     outs = {}
     for mode in ("full", "lean"):
-        out = outs[mode] = run_worker(f"{mode}-own", "--rounds", str(rounds))
+        out = outs[mode] = run_worker(f"{mode}-own", "--rounds", str(rounds), *blocks_args(blocks))
         r = out["ratios"]
         print(f"    {mode:4} %%xla / plain cell  median {statistics.median(r):.3f} (middle half {quartiles(r)}, "
               f"all {spread(r)}; plain {out['plain_ms']:.2f} ms/step)")
     return outs
+
+
+PROBE_MORE = 4  # blocks added to the first measurements' models for the second point of the sizing line
+
+
+def worker_sizes() -> dict:
+    """Plain torch_xla's ms per step of both cached loops with the first measurements' blocks and with
+    ``PROBE_MORE`` more (best of three turns each): the two points of the line the driver sizes them by."""
+    ip = _shell("plain")
+    out = {"loop": {}, "short": {}}
+    for more in (0, PROBE_MORE):
+        blocks = (LOOP_BLOCKS + more, SHORT_BLOCKS + more)
+        assert ip.run_cell(loops_setup(*blocks)).success
+        for key, cell, n, b in (("loop", LOOP, 100, blocks[0]), ("short", SHORT_LOOP, 300, blocks[1])):
+            assert ip.run_cell(cell.format(steps=3)).success  # (compiles)
+            turns = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                assert ip.run_cell(cell.format(steps=n)).success
+                turns.append(time.perf_counter() - t0)
+            out[key][b] = min(turns) / n * 1e3
+    return out
+
+
+def blocks_for(ms: dict, target_ms: float) -> int:
+    """The blocks whose step takes about ``target_ms``, on the line through the two measured points
+    (``ms``: blocks -> ms per step); the first measurements' blocks where the points do not make a line."""
+    (b0, t0), (b1, t1) = sorted((int(b), t) for b, t in ms.items())
+    if t1 <= t0:  # (noise swamped the probe)
+        return b0
+    return max(1, min(40, round(b0 + (target_ms - t0) * (b1 - b0) / (t1 - t0))))
+
+
+def size_loops(loop_ms: float, short_ms: float) -> tuple[int, int]:
+    sizes = run_worker("sizes")
+    blocks = blocks_for(sizes["loop"], loop_ms), blocks_for(sizes["short"], short_ms)
+    print("sizing the cached loops on this machine (plain torch_xla, best of three turns): Adam loop "
+          + ", ".join(f"{b} blocks {t:.2f} ms/step" for b, t in sizes["loop"].items())
+          + "; short loop " + ", ".join(f"{b} blocks {t:.2f} ms/step" for b, t in sizes["short"].items())
+          + f" -> {blocks[0]} and {blocks[1]} blocks for about {loop_ms:g} and {short_ms:g} ms a step")
+    return blocks
 
 
 def worker_compile(kind: str, layers: int) -> dict:
@@ -260,12 +320,16 @@ def run_worker(*args: str) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
+def blocks_args(blocks: tuple[int, int]) -> list[str]:
+    return ["--loop-blocks", str(blocks[0]), "--short-blocks", str(blocks[1])]
+
+
 class LiveWorker:
     """A worker process that stays up between timed loops (its graphs compiled once). ``script``: the
-    benchmark whose ``--worker KIND`` it runs (this one by default)."""
+    benchmark whose ``--worker KIND`` it runs (this one by default); ``extra``: more of its arguments."""
 
-    def __init__(self, kind: str, steps: int, script: str = __file__, wait: bool = True):
-        self.proc = subprocess.Popen([sys.executable, script, "--worker", kind, "--steps", str(steps)],
+    def __init__(self, kind: str, steps: int, script: str = __file__, wait: bool = True, extra: tuple = ()):
+        self.proc = subprocess.Popen([sys.executable, script, "--worker", kind, "--steps", str(steps), *extra],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=_env())
         if wait:
@@ -307,17 +371,19 @@ def quartiles(values: list[float]) -> str:
     return f"{q[0]:.3f}..{q[2]:.3f}"
 
 
-def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int) -> dict[str, list[dict]]:
+def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
+                 blocks: tuple[int, int]) -> dict[str, list[dict]]:
     """Prints the ratios; returns each mode's timed turns, round by round (plain's i-th beside the others')."""
     print(f"(a) steady state: cached loops in live IPython processes taking turns, plain torch_xla, %%xla in full "
           f"capture and %%xla in lean capture: {pairs} groups of processes x {rounds} rounds (--track-lines always "
-          f"in the first {always_rounds} of each): the Adam loop ({steps} steps a turn, MLP 256-512-512-10, batch "
-          f"64), the short SGD-momentum loop ({SHORT_STEPS} steps, MLP 128-256-256-256-10, batch 32), a one-op "
-          f"graph synced {TINY_SYNCS}x")
+          f"in the first {always_rounds} of each): the Adam loop ({steps} steps a turn, MLP 256-512{'-512' * blocks[0]}"
+          f"-10, batch 64), the short SGD-momentum loop ({SHORT_STEPS} steps, MLP 128-256{'-256' * blocks[1]}-10, "
+          f"batch 32), a one-op graph synced {TINY_SYNCS}x")
     modes = ("plain", "full", "lean")
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     for _ in range(pairs):  # (a process's own layout in memory can make it a few % faster or slower)
-        workers = {m: LiveWorker(f"{m}-loop", steps, wait=False) for m in modes}  # (they warm up together)
+        workers = {m: LiveWorker(f"{m}-loop", steps, wait=False, extra=blocks_args(blocks))
+                   for m in modes}  # (they warm up together)
         for w in workers.values():
             w.wait_ready()
         try:
@@ -391,6 +457,14 @@ def main() -> None:
     parser.add_argument("--always-rounds", type=int, default=2,
                         help="rounds of each pair that also time --track-lines always (a2)")
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--loop-ms", type=float, default=9.0,
+                        help="the Adam loop's step time to size its model for, in plain torch_xla (the issue's 9 ms)")
+    parser.add_argument("--short-ms", type=float, default=3.0,
+                        help="the short loop's step time to size its model for (the issue's 3 ms)")
+    parser.add_argument("--loop-blocks", type=int, help=f"the Adam loop's hidden blocks, unsized (first "
+                        f"measurements: {LOOP_BLOCKS})")
+    parser.add_argument("--short-blocks", type=int, help=f"the short loop's hidden blocks, unsized (first "
+                        f"measurements: {SHORT_BLOCKS})")
     parser.add_argument("--repeats", type=int, default=6, help="rounds of fresh processes in (b)")
     parser.add_argument("--big-layers", type=int, default=12, help="layers of the big model's compile (0: skip)")
     parser.add_argument("--big-repeats", type=int, default=3, help="rounds of fresh processes for the big model")
@@ -406,11 +480,15 @@ def main() -> None:
 
     if args.worker:
         kind = args.worker[0]
+        blocks = (args.loop_blocks or LOOP_BLOCKS, args.short_blocks or SHORT_BLOCKS)
+        if kind == "sizes":
+            print("RESULT " + json.dumps(worker_sizes()))
+            return
         if kind.endswith("-own"):
-            print("RESULT " + json.dumps(worker_own_cost(kind.removesuffix("-own"), args.rounds)))
+            print("RESULT " + json.dumps(worker_own_cost(kind.removesuffix("-own"), args.rounds, blocks)))
             return
         if kind.endswith("-loop"):
-            worker_loop(kind.removesuffix("-loop"), args.steps)
+            worker_loop(kind.removesuffix("-loop"), args.steps, blocks)
             return
         print("RESULT " + json.dumps(worker_compile(kind.removesuffix("-compile"), args.layers)))
         return
@@ -431,10 +509,15 @@ def main() -> None:
                 json.dump(saved, f, indent=1)
 
     if not args.skip_steady:
-        saved["steady"] = steady_state(args.rounds, args.steps, args.pairs, min(args.always_rounds, args.rounds))
+        sized = size_loops(args.loop_ms, args.short_ms) if args.loop_blocks is None or args.short_blocks is None \
+            else (0, 0)
+        blocks = (args.loop_blocks or sized[0], args.short_blocks or sized[1])
+        saved["blocks"] = {"loop": blocks[0], "short": blocks[1]}
+        saved["steady"] = steady_state(args.rounds, args.steps, args.pairs, min(args.always_rounds, args.rounds),
+                                       blocks)
         save()
         if args.own_rounds:
-            saved["own"] = own_cost(args.own_rounds)
+            saved["own"] = own_cost(args.own_rounds, blocks)
             save()
     saved["compile"]["2"] = compile_path(2, args.repeats, ("plain", "full", "lean") +
                                          (("dump", "metadata") if args.explain else ()))

@@ -113,6 +113,11 @@ def report(runs: list[dict], names: list[str], reps: int) -> str:
     if len(settings) > 1:  # (e.g. PJRT_CPU_ASYNC_CLIENT=0 changes who waits for an execution: not like with like)
         lines.append("  NOTE: the runs were measured under different PJRT settings: " + ", ".join(
             f"{n} {pjrt_text(r.get('pjrt_env'))}" for n, r in zip(names, runs)))
+    sizes = {json.dumps(_blocks(r), sort_keys=True) for r in runs if r.get("steady")}
+    if len(sizes) > 1:  # (a loop's step time sets the share of a sync's fixed cost: not like with like)
+        lines.append("  NOTE: the cached loops' models differ between runs (hidden blocks): " + ", ".join(
+            f"{n} Adam {b['loop']} short {b['short']}" for n, r in zip(names, runs) if r.get("steady")
+            for b in (_blocks(r),)))
     for figure in FIGURES:
         per_run = [(n, r) for n, run in zip(names, runs) if (r := figure.ratios(run))]
         if not per_run:
@@ -131,6 +136,11 @@ def report(runs: list[dict], names: list[str], reps: int) -> str:
                                                       for n, m in zip(names, every)))
     lines.append(f"  three runs in a row meeting every goal: {'yes' if three_in_a_row(runs) else 'no'}")
     return "\n".join(lines)
+
+
+def _blocks(run: dict) -> dict[str, int]:
+    """The cached loops' hidden blocks of a saved run (runs before they were sized: the first models, 1 and 2)."""
+    return run.get("blocks") or {"loop": 1, "short": 2}
 
 
 def inherited_pjrt() -> dict[str, str]:

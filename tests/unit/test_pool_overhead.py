@@ -82,6 +82,25 @@ def test_runs_under_different_pjrt_settings_are_flagged():
     assert "different PJRT settings: a defaults, b PJRT_CPU_ASYNC_CLIENT=0" in pool.report([plain, synced], ["a", "b"], 50)
 
 
+def test_runs_of_differently_sized_loops_are_flagged():
+    """The cached loops are sized to the machine (hidden blocks): a run of other sizes is not like with like."""
+    first, sized = _run(1.0), dict(_run(1.0), blocks={"loop": 2, "short": 7})
+    assert "NOTE" not in pool.report([first, dict(_run(1.0), blocks={"loop": 1, "short": 2})], ["a", "b"], 50)
+    assert "NOTE" not in pool.report([sized, sized], ["a", "b"], 50)
+    assert "differ between runs (hidden blocks): a Adam 1 short 2, b Adam 2 short 7" in pool.report(
+        [first, sized], ["a", "b"], 50)
+
+
+def test_the_benchmark_sizes_its_loops_on_the_line_through_two_points():
+    import bench_capture_overhead as bench
+
+    assert bench.blocks_for({"2": 1.33, "6": 2.72}, 3.0) == 7
+    assert bench.blocks_for({1: 5.9, 5: 16.3}, 9.0) == 2
+    assert bench.blocks_for({1: 5.0, 5: 4.0}, 9.0) == 1  # (noise: the first models)
+    assert bench.blocks_for({2: 1.0, 6: 1.1}, 100.0) == 40  # (bounded)
+    assert bench.loops_setup(bench.LOOP_BLOCKS, bench.SHORT_BLOCKS).startswith(bench.SETUP_MLP)
+
+
 def test_the_benchmark_prints_the_ratios_pooling_reads():
     """bench_capture_overhead.py prints its medians through the same formulas (one place for both scripts)."""
     import bench_capture_overhead as bench
