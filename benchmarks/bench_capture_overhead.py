@@ -509,9 +509,9 @@ def main() -> None:
                 json.dump(saved, f, indent=1)
 
     if not args.skip_steady:
-        sized = size_loops(args.loop_ms, args.short_ms) if args.loop_blocks is None or args.short_blocks is None \
-            else (0, 0)
-        blocks = (args.loop_blocks or sized[0], args.short_blocks or sized[1])
+        blocks = (args.loop_blocks, args.short_blocks)
+        if None in blocks:  # (sized on this machine; a size given is kept)
+            blocks = tuple(b or s for b, s in zip(blocks, size_loops(args.loop_ms, args.short_ms)))
         saved["blocks"] = {"loop": blocks[0], "short": blocks[1]}
         saved["steady"] = steady_state(args.rounds, args.steps, args.pairs, min(args.always_rounds, args.rounds),
                                        blocks)

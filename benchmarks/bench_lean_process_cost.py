@@ -28,6 +28,7 @@ import time
 
 from bench_capture_overhead import SHORT_BLOCKS, SHORT_LOOP, SHORT_STEPS, LiveWorker, _shell, loops_setup, \
     spread, turned
+from pool_overhead import inherited_pjrt, pjrt_text, steady_ratios
 
 KINDS = ("plain", "lines", "debug1", "lean-plain", "lean-xla")
 
@@ -82,10 +83,9 @@ def main() -> None:
     plain = turns["plain"]
     print(f"short loop ({SHORT_STEPS} steps, {args.short_blocks} blocks): plain "
           f"{statistics.median(t['short'] for t in plain) / SHORT_STEPS * 1e3:.2f} ms/step; "
-          f"{args.groups} groups x {args.rounds} rounds; {os.environ.get('PJRT_CPU_ASYNC_CLIENT') and 'PJRT_CPU_ASYNC_CLIENT=' + os.environ['PJRT_CPU_ASYNC_CLIENT'] or 'default PJRT settings'}")
+          f"{args.groups} groups x {args.rounds} rounds; PJRT {pjrt_text(inherited_pjrt())}")
     for k in KINDS[1:]:
-        wall = [x["short"] / p["short"] for x, p in zip(turns[k], plain)]
-        cpu = [x["short_cpu"] / p["short_cpu"] for x, p in zip(turns[k], plain)]
+        wall, cpu = steady_ratios(turns, k, "short"), steady_ratios(turns, k, "short_cpu")
         print(f"  {k:10} / plain  wall {statistics.median(wall):.3f} [{spread(wall)}]  "
               f"CPU {statistics.median(cpu):.3f} [{spread(cpu)}]")
 
