@@ -14,7 +14,7 @@ import pytest
 from xla_lab.capture import steps as joins
 from xla_lab.capture.metrics import Sample
 from xla_lab.capture.records import StepRecord
-from xla_lab.capture.xla_logs import Frame, SyncEvent, parse_debug_log
+from xla_lab.capture.xla_logs import Frame, SyncEvent, hash_text, parse_debug_log
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cells"
 CASES = sorted(p.stem for p in FIXTURES.glob("*.json"))
@@ -213,3 +213,13 @@ def test_a_cached_loops_repeated_blocks_are_parsed_once_and_read_the_same():
     paired = joins.pair_executions(again, 0, [])
     steps = joins.steps_of(paired, load("train_loop")["input"]["cell_file"], load("train_loop")["input"]["source"].splitlines())
     assert len({(s.sync_cause, s.sync_line) for s in steps[-3:]}) == 1
+
+
+def test_a_hash_from_the_bindings_reads_as_the_logs_write_it():
+    """torch::lazy::HashToString: the high 64 bits unpadded, the low 64 bits always 16 digits."""
+    def raw(high, low):
+        return ((high << 64) | low).to_bytes(16, "little")
+
+    assert hash_text(raw(0x07AE121A3F2F7D49, 0xA2A82F0FFBD1AD3)) == "7ae121a3f2f7d490a2a82f0ffbd1ad3"
+    assert hash_text(raw(0xABCDEF0123456789, 0x1)) == "abcdef01234567890000000000000001"
+    assert hash_text(raw(0, 0x5)) == "00000000000000005"

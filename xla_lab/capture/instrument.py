@@ -15,7 +15,7 @@ from .frames import is_internal
 from .metrics import NOT_FALLBACKS
 from .steps import HOOK_FUNCTION, ExplicitSync
 
-from .xla_logs import Frame
+from .xla_logs import Frame, hash_text
 
 CACHED_RUN_FUNCTION = "_xla_lab_cached_run"
 TENSOR_SYNC_FUNCTION = "_xla_lab_tensor_sync"
@@ -165,7 +165,7 @@ class SyncHook:
         def _xla_lab_cached_run(graph_hash, *args, **kwargs):
             __tracebackhide__ = True  # noqa: F841
             record = ExplicitSync(enter=time.time(), executed=True, frames=frames_of(sys._getframe(1)),
-                                  graph_hash=bytes(graph_hash)[::-1].hex() if isinstance(graph_hash, bytes) else None)
+                                  graph_hash=hash_text(graph_hash) if isinstance(graph_hash, bytes) else None)
             try:
                 return original(graph_hash, *args, **kwargs)
             finally:

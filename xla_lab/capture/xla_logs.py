@@ -61,6 +61,15 @@ _EDGE_MARK = " Analysis: ===="
 _EDGE_LINES = ("Compilation Analysis: ====", "Execution Analysis: ====", "Unexpected Execution Analysis: ====")
 
 
+def hash_text(raw: bytes) -> str:
+    """A graph hash as torch_xla's logs write it (``torch::lazy::HashToString``: the high 64 bits in
+    hex without padding, then the low 64 bits padded to 16 digits), from the 16 little-endian bytes
+    its Python bindings hand over. Plain hex of the bytes pads the high half, and one hash in 16 would
+    then not match the same graph's compile in the logs."""
+    value = int.from_bytes(bytes(raw), "little")
+    return f"{value >> 64:x}{value & (2**64 - 1):016x}"
+
+
 def parse_debug_log(text: str) -> list[SyncEvent]:
     """Parse PT_XLA_DEBUG analysis blocks into events, in the order they happened.
 
