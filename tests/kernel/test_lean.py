@@ -173,3 +173,55 @@ def test_precompiled_graphs_are_claimed_and_shown_in_lean_capture(tmp_path):
     assert fit["state"] == "done" and fit["compiles"] <= 4, fit
     assert fit["answer"]["peak"] <= fit["budget"]["bytes"] < fit["next_up"]["peak"]
     assert abs(fit["prediction_error"]) < 0.05
+
+
+def test_an_execution_dispatched_while_the_one_before_runs_is_named_by_its_own_program(fresh_dim):
+    """A sync returns once its graph is dispatched, so the next graph is dispatched while the one
+    before still runs, and runs after it (it waits its turn, then the pool thread that ran the one
+    before hands it on). Lean capture names a cache hit's graph by the program each execution ran
+    (``lean_modules.executed_programs``): the kernels that ran first after the second dispatch are the
+    first graph's, and must not name the second (CI saw mixer_dynamo's sync named after the backward
+    graph torch.compile had just run)."""
+    if os.environ.get("PJRT_CPU_ASYNC_CLIENT", "").lower() in ("0", "false"):
+        pytest.skip("a synchronous CPU client runs each graph inside its dispatch: none is dispatched while "
+                    "another runs")
+    import torch
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    from xla_lab.profile.lean_modules import LeanModules, executed_programs
+    from xla_lab.profile.xplane import read_space
+
+    dev = torch_xla.device()
+    a = torch.randn(384, 384, device=dev)
+    small = torch.randn(fresh_dim, device=dev)
+
+    def two_graphs():
+        x = a
+        for _ in range(100):  # (tens of milliseconds: it still runs when the second graph is dispatched)
+            x = torch.tanh(x @ a)
+        torch_xla.sync()
+        y = small * 2 + 1
+        torch_xla.sync()
+        return x, y
+
+    two_graphs()  # (compiled here; the session records cached runs)
+    xm.wait_device_ops()
+    session = torch_xla._XLAC.profiler.TslProfilerSessionWrapper()
+    for _ in range(3):
+        two_graphs()
+    xm.wait_device_ops()
+    data = session.stop()
+
+    modules = {m.number: m for m in LeanModules().new([data])}
+    has_dot = {number: b"dot" in m.module_proto for number, m in modules.items()}
+    programs = executed_programs(data)
+    assert len(programs) == 6 and all(p in has_dot for p in programs), (programs, has_dot)
+    assert [has_dot[p] for p in programs] == [True, False] * 3
+    # the case this test is about happened: the first kernel that began after the small graph's first
+    # dispatch was the big graph's
+    events = [e for plane in read_space(data) for line in plane.lines for e in line.events]
+    dispatches = sorted(e.start_ns for e in events if e.name == "PjRtComputationClient::ExecuteComputation")
+    first_after = min((e.start_ns, e.stats["program_id"]) for e in events
+                      if isinstance(e.stats.get("program_id"), int) and e.start_ns > dispatches[1])
+    assert first_after[1] == programs[0]

@@ -18,7 +18,7 @@ from xla_lab.hlo.memory import memory_summary, parse_buffer_assignment
 from xla_lab.hlo.parser import parse_module
 from xla_lab.hlo.proto_frames import ProtoError, instruction_stacks
 from xla_lab.profile.lean_modules import LeanModules, executed_programs, hlo_protos
-from xla_lab.profile.xplane import ProfileFormatError
+from xla_lab.profile.xplane import ProfileFormatError, parse_space
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lean"
 
@@ -75,6 +75,75 @@ def test_the_optimized_module_carries_each_ops_call_stack(session_bytes):
 
 def test_each_execution_is_named_by_its_program(session_bytes):
     assert executed_programs(session_bytes) == [0, 0]
+
+
+def _space(lines: dict[str, list[tuple]]) -> bytes:
+    """An XSpace of one ``/host:CPU`` plane: line name -> events (name, start ns, duration ns, int stats)."""
+    space = parse_space(b"")
+    plane = space.planes.add()
+    plane.name = b"/host:CPU"
+    names: dict[str, int] = {}
+    stat_ids: dict[str, int] = {}
+
+    def key(table: dict, text: str, entries) -> int:
+        if text not in table:
+            table[text] = len(table) + 1
+            entry = entries.add()
+            entry.key = entry.value.id = table[text]
+            entry.value.name = text.encode()
+        return table[text]
+
+    for n, (line_name, events) in enumerate(lines.items()):
+        line = plane.lines.add()
+        line.id, line.name = n, line_name.encode()
+        for name, start, duration, stats in events:
+            ev = line.events.add()
+            ev.metadata_id = key(names, name, plane.event_metadata)
+            ev.offset_ps, ev.duration_ps = int(start * 1000), int(duration * 1000)
+            for stat, value in stats.items():
+                st = ev.stats.add()
+                st.metadata_id, st.int64_value = key(stat_ids, stat, plane.stat_metadata), value
+    return space.SerializeToString()
+
+
+DISPATCH_EVENT = "PjRtComputationClient::ExecuteComputation"
+WAIT, HAND, TASK = ("ThunkExecutor::Execute (wait for completion)", "ThreadpoolListener::Record",
+                    "ThreadpoolListener::StartRegion")
+
+
+def test_executions_are_given_to_their_dispatches_in_order_not_to_the_last_dispatch_before_them():
+    """As the CPU client runs them: one that ran before the session's first dispatch (dispatched before
+    it opened); dispatch 0 hands its graph (program 4) to the client's pool; dispatch 1 is made while
+    that still runs (a kernel of 4 begins after it), and its graph (3) is handed on later by the pool
+    thread; dispatch 2 runs its graph (5) inside the dispatch; dispatch 3 had not run when the session
+    ended; dispatch 4 runs one graph (8) on two devices (SPMD), handed on through a pool task that
+    hands out one task per device. The first kernel after dispatch 1 is program 4's: it must not name
+    dispatch 1."""
+    data = _space({
+        "tf_pytorchxla/1": [(DISPATCH_EVENT, 100, 10, {}), (HAND, 105, 0, {"_p": 1}),
+                            (DISPATCH_EVENT, 120, 5, {}),
+                            (DISPATCH_EVENT, 300, 10, {}), ("fusion", 303, 1, {"program_id": 5}), (WAIT, 305, 1, {}),
+                            (DISPATCH_EVENT, 400, 1, {}),
+                            ("PjRtComputationClient::ExecuteReplicated", 500, 10, {}), (HAND, 505, 0, {"_p": 3})],
+        "tf_XLAPjRtCpuClient/2": [("dot.1", 50, 1, {"program_id": 9}), (WAIT, 52, 1, {}),
+                                  (TASK, 106, 0, {"_c": 1}), ("dot.2", 107, 1, {"program_id": 4}), (WAIT, 108, 50, {}),
+                                  (HAND, 190, 0, {"_p": 2}),
+                                  (TASK, 200, 0, {"_c": 2}), ("add", 201, 1, {"program_id": 3}), (WAIT, 202, 1, {})],
+        "tf_XLAEigen/3": [("dot.3", 150, 30, {"program_id": 4})],
+        "tf_XLAPjRtCpuClient/4": [(TASK, 506, 0, {"_c": 3}), (HAND, 507, 0, {"_p": 4}), (HAND, 507.5, 0, {"_p": 5})],
+        "tf_XLAPjRtCpuClient/5": [(TASK, 508, 0, {"_c": 4}), ("mul", 509, 1, {"program_id": 8}), (WAIT, 510, 1, {})],
+        "tf_XLAPjRtCpuClient/6": [(TASK, 508, 0, {"_c": 5}), ("mul", 509.5, 1, {"program_id": 8}), (WAIT, 511, 1, {})],
+    })
+    assert executed_programs(data) == [4, 3, 5, None, 8]
+
+
+def test_a_profile_without_wait_events_names_each_dispatch_by_the_first_kernel_after_it():
+    """Another runtime's profile: the first kernel after a dispatch, unless the next dispatch began
+    before it."""
+    data = _space({"tf_pytorchxla/1": [(DISPATCH_EVENT, 100, 1, {}), (DISPATCH_EVENT, 110, 1, {}),
+                                       (DISPATCH_EVENT, 130, 1, {})],
+                   "device/2": [("k", 105, 1, {"program_id": 2}), ("k", 140, 1, {"program_id": 6})]})
+    assert executed_programs(data) == [2, None, 6]
 
 
 def test_modules_are_handed_out_once_and_executions_placed_in_the_cell(session_bytes):
