@@ -21,8 +21,9 @@ capture modes (README: "Capture modes").
           analysis after the cell counted in its turn (``--own-rounds 0`` skips it)
 (b) Compile path: the first two train steps (two compiles) of a 2-layer TransformerEncoder in fresh
     processes, interleaved (who goes first turns round): plain torch_xla, ``%%xla`` in full and in lean
-    capture (``--explain`` adds plain torch_xla with only XLA's dump flags, or only the source-line
-    metadata xla_lab turns on, to show where the cost is). XLA's CompileTime, the wall time of the
+    capture (``--explain`` adds plain torch_xla with only XLA's dump flags, with only the source-line
+    metadata xla_lab turns on, or under a profiler session open over the cell as lean's compile window
+    is, to show where the cost is; ``--explain-big`` the same for the 12-layer model). XLA's CompileTime, the wall time of the
     (quiet) cell and its CPU time (which the machine's other tenants do not take), medians with the
     spread of the per-round ratios (goal: lean <= 1.03); then the time the capture's analysis took
     after the cell (``Session.defer``: the next execution or view waits for it). The same for a
@@ -31,7 +32,8 @@ capture modes (README: "Capture modes").
     python benchmarks/bench_capture_overhead.py [--pairs 5] [--rounds 6] [--always-rounds 2] [--steps 200]
                                                 [--loop-ms 9] [--short-ms 3] [--loop-blocks N] [--short-blocks N]
                                                 [--repeats 6] [--big-layers 12] [--big-repeats 3]
-                                                [--own-rounds 8] [--skip-steady] [--explain] [--json OUT]
+                                                [--own-rounds 8] [--skip-steady] [--explain] [--explain-big]
+                                                [--json OUT]
 
 ``--json OUT`` also saves every round's raw times, so runs can be pooled (``pool_overhead.py``).
 """
@@ -275,8 +277,9 @@ def size_loops(loop_ms: float, short_ms: float) -> tuple[int, int]:
 
 
 def worker_compile(kind: str, layers: int) -> dict:
-    """``kind``: plain | full | lean (xla_lab's capture modes) | dump | metadata (plain torch_xla with one
-    of xla_lab's switches)."""
+    """``kind``: plain | full | lean (xla_lab's capture modes) | dump | metadata | session (plain torch_xla
+    with one of what xla_lab turns on: XLA's dump flags, the source-line metadata, or a profiler session
+    opened before the cell and ended after it, as lean's compile window is open over a compiling cell)."""
     import tempfile
 
     if kind == "dump":  # plain torch_xla with only XLA's dump on, as xla_lab sets it: what XLA itself costs
@@ -287,11 +290,18 @@ def worker_compile(kind: str, layers: int) -> dict:
     lab = kind in ("full", "lean")
     ip = _shell(kind if lab else "plain")
     assert ip.run_cell(SETUP_BERT.format(layers=layers)).success
+    session = None
+    if kind == "session":  # (ended after the timing, as lean ends its window in the analysis after the cell)
+        import torch_xla
+
+        session = torch_xla._XLAC.profiler.TslProfilerSessionWrapper()
     before = _compile_total_s()
     t0, c0 = time.perf_counter(), time.process_time()
     assert ip.run_cell(("%%xla -q\n" if lab else "") + BERT_STEPS).success
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     out = {"compile_s": _compile_total_s() - before, "wall_s": wall, "cpu_s": cpu}
+    if session is not None:
+        session.stop()
     if lab:
         import xla_lab
 
@@ -304,6 +314,8 @@ def worker_compile(kind: str, layers: int) -> dict:
 
 
 # --- driver --------------------------------------------------------------------------------------
+EXPLAIN_KINDS = ("dump", "metadata", "session")  # (b) with --explain: plain torch_xla with one of xla_lab's switches
+
 def _env() -> dict:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("XLA_", "PT_XLA_"))}  # a clean process, no inherited capture set-up
@@ -432,9 +444,9 @@ def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> dict[str,
         for k in kinds[1:]:
             ratios = compile_ratios(results, k, what)
             name = {"full": "%%xla full", "lean": "%%xla lean", "dump": "dump flags only",
-                    "metadata": "line metadata only"}[k]
+                    "metadata": "line metadata only", "session": "profiler session only"}[k]
             goal = f" (goal <= {COMPILE_GOAL})" if k == "lean" and what != "cpu_s" else ""
-            print(f"      {name:18} {statistics.median(r[what] for r in results[k]):.3f} s  ratio "
+            print(f"      {name:21} {statistics.median(r[what] for r in results[k]):.3f} s  ratio "
                   f"{statistics.median(ratios):.3f} [{spread(ratios)}]{goal}")
     for k in ("full", "lean"):
         if k in results:
@@ -469,7 +481,9 @@ def main() -> None:
     parser.add_argument("--big-layers", type=int, default=12, help="layers of the big model's compile (0: skip)")
     parser.add_argument("--big-repeats", type=int, default=3, help="rounds of fresh processes for the big model")
     parser.add_argument("--explain", action="store_true",
-                        help="(b) also times plain torch_xla with only XLA's dump flags and with only the line metadata")
+                        help="(b) also times plain torch_xla with only XLA's dump flags, with only the line metadata "
+                        "and under a profiler session")
+    parser.add_argument("--explain-big", action="store_true", help="the same for the big model")
     parser.add_argument("--layers", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--own-rounds", type=int, default=8, help="rounds of (a4), in one process (0: skip)")
     parser.add_argument("--skip-steady", action="store_true", help="only (b), the compile path")
@@ -520,10 +534,11 @@ def main() -> None:
             saved["own"] = own_cost(args.own_rounds, blocks)
             save()
     saved["compile"]["2"] = compile_path(2, args.repeats, ("plain", "full", "lean") +
-                                         (("dump", "metadata") if args.explain else ()))
+                                         (EXPLAIN_KINDS if args.explain else ()))
     save()
     if args.big_layers:
-        saved["compile"][str(args.big_layers)] = compile_path(args.big_layers, args.big_repeats, ("plain", "full", "lean"))
+        saved["compile"][str(args.big_layers)] = compile_path(args.big_layers, args.big_repeats, ("plain", "full", "lean") +
+                                                              (EXPLAIN_KINDS if args.explain_big else ()))
     saved["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     save()
 
