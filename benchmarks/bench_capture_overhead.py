@@ -23,11 +23,11 @@ capture modes (README: "Capture modes").
     processes, interleaved (who goes first turns round): plain torch_xla, ``%%xla`` in full and in lean
     capture (``--explain`` adds plain torch_xla with only XLA's dump flags, with only the source-line
     metadata xla_lab turns on, or under a profiler session open over the cell as lean's compile window
-    is, to show where the cost is; ``--explain-big`` the same for the 12-layer model). XLA's CompileTime, the wall time of the
-    (quiet) cell and its CPU time (which the machine's other tenants do not take), medians with the
-    spread of the per-round ratios (goal: lean <= 1.03); then the time the capture's analysis took
-    after the cell (``Session.defer``: the next execution or view waits for it). The same for a
-    12-layer model's compile (plain, full and lean; ``--big-layers 0`` skips it).
+    is, to show where the cost is; ``--explain-big`` the same for the 12-layer model). XLA's
+    CompileTime, the wall time of the (quiet) cell and its CPU time (which the machine's other tenants
+    do not take), medians with the spread of the per-round ratios (goal: lean <= 1.03); then the time
+    the capture's analysis took after the cell (``Session.defer``: the next execution or view waits for
+    it). The same for a 12-layer model's compile (plain, full and lean; ``--big-layers 0`` skips it).
 
     python benchmarks/bench_capture_overhead.py [--pairs 5] [--rounds 6] [--always-rounds 2] [--steps 200]
                                                 [--loop-ms 9] [--short-ms 3] [--loop-blocks N] [--short-blocks N]
@@ -315,6 +315,7 @@ def worker_compile(kind: str, layers: int) -> dict:
 
 # --- driver --------------------------------------------------------------------------------------
 EXPLAIN_KINDS = ("dump", "metadata", "session")  # (b) with --explain: plain torch_xla with one of xla_lab's switches
+
 
 def _env() -> dict:
     env = {k: v for k, v in os.environ.items()
