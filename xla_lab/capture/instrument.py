@@ -49,8 +49,8 @@ class LineTracking:
             self._set(True)
         elif executed:
             self.hits_in_a_row += 1
-            if self.mode == "auto" and self.hits_in_a_row >= self.STEADY_AFTER:
-                self._set(False)
+            if not self.paused and self.mode == "auto" and self.hits_in_a_row >= self.STEADY_AFTER:
+                self._set(False)  # (once: a steady loop's later syncs touch nothing here)
 
     def stop(self) -> None:
         self._set(True)  # outside %%xla cells, graphs compile with their lines
@@ -78,9 +78,10 @@ class SyncHook:
         self.tracking = tracking
         self.frames = frames
         self.cell_file = cell_file
-        # called with ``executed`` after each explicit sync of the cell (e.g. a profiler window that
-        # closes after N steps); their time is the sync record's ``held_s``, not the user's
-        self.listeners: list[Callable[[bool], None]] = []
+        # called with ``executed`` and torch_xla's UncachedCompile count after each explicit sync of the
+        # cell (e.g. a profiler window that closes after N steps); their time is the sync record's
+        # ``held_s``, not the user's
+        self.listeners: list[Callable[[bool, int], None]] = []
 
     def install(self) -> None:
         if self._original is not None:
@@ -122,7 +123,8 @@ class SyncHook:
                 return out
             finally:
                 returned = now()
-                compiled = compiles("UncachedCompile") != uncached
+                uncached_now = compiles("UncachedCompile")
+                compiled = uncached_now != uncached
                 # A sync that raised (XLA rejected the graph) logged a compile but ran nothing.
                 if frames_of is not None:
                     record.executed = done and (compiled or compiles("CachedCompile") != cached)
@@ -132,7 +134,7 @@ class SyncHook:
                 after_sync(compiled, record.executed)
                 if listeners:
                     for listener in listeners:
-                        listener(record.executed)
+                        listener(record.executed, uncached_now or 0)
                     record.exit = now()
                     record.held_s = record.exit - returned
                 else:
@@ -227,8 +229,22 @@ class CallerFrames:
         self.cell_file = cell_file
         self.limit = limit
         self._memo: dict[tuple, tuple[list, list[Frame]]] = {}
+        # the last chain when it was two frames ending at the cell's (a loop's ``torch_xla.sync()``):
+        # (inner code, its line, the cell's code, its line) -> frames, checked before any walk
+        self._last: tuple = (None, 0, None, 0, None)
 
     def __call__(self, frame) -> list[Frame]:
+        outer = frame.f_back
+        code, line, cell_code, cell_line, frames = self._last
+        if (outer is not None and frame.f_code is code and outer.f_code is cell_code and frame.f_lineno == line
+                and outer.f_lineno == cell_line):
+            return frames
+        frames = self._walk(frame)
+        if outer is not None and outer.f_code.co_filename == self.cell_file and len(frames) == 2:
+            self._last = (frame.f_code, frame.f_lineno, outer.f_code, outer.f_lineno, frames)
+        return frames
+
+    def _walk(self, frame) -> list[Frame]:
         key = []
         start, cell_file, limit = frame, self.cell_file, self.limit * 2
         while frame is not None and len(key) < limit:

@@ -89,8 +89,9 @@ class CellRecorder:
         self.capture.started_at = self._t0
 
     def on_explicit_sync(self, listener) -> None:
-        """Call ``listener(executed)`` after each explicit sync of the cell (``torch_xla.sync()``,
-        ``xm.mark_step()``); the time it takes is not counted as the user's."""
+        """Call ``listener(executed, compiles)`` after each explicit sync of the cell (``torch_xla.sync()``,
+        ``xm.mark_step()``; ``compiles``: torch_xla's UncachedCompile count after it, which the hook has read
+        anyway); the time it takes is not counted as the user's."""
         self._hook.listeners.append(listener)
 
     def compile_watch(self) -> CompileWatch:

@@ -82,9 +82,10 @@ class CompileWindow:
 
             xp.start_trace, self._original_start_trace = self._original_start_trace, None
 
-    def after_sync(self, executed: bool) -> None:
-        """After each explicit sync of the cell (``CellRecorder.on_explicit_sync``)."""
-        now = _uncached_compiles()
+    def after_sync(self, executed: bool, compiles: int | None = None) -> None:
+        """After each explicit sync of the cell (``CellRecorder.on_explicit_sync``); ``compiles``: torch_xla's
+        UncachedCompile count, which the sync hook has just read (read here when not given)."""
+        now = _uncached_compiles() if compiles is None else compiles
         compiled, self._compiles = now != self._compiles, now
         if compiled:
             self._hits = 0

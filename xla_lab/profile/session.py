@@ -50,10 +50,10 @@ class ProfilerSession:
         except Exception as exc:  # e.g. a session started through the profiler server
             raise ProfilerBusy(f"the profiler could not start: {exc}") from None
 
-    def after_sync(self, executed: bool) -> None:
+    def after_sync(self, executed: bool, compiles: int | None = None) -> None:
         """Called after each explicit sync of the cell: once ``max_steps`` of them ran a graph, wait
         for those steps to finish on the device and end the session (the rest of the cell runs
-        unrecorded)."""
+        unrecorded). ``compiles`` (the sync hook's compile count) is not needed here."""
         if self._session is None or self.max_steps is None or not executed:
             return
         self._synced += 1
