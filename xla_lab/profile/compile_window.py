@@ -82,11 +82,10 @@ class CompileWindow:
 
             xp.start_trace, self._original_start_trace = self._original_start_trace, None
 
-    def after_sync(self, executed: bool, compiles: int | None = None) -> None:
+    def after_sync(self, executed: bool, compiles: int) -> None:
         """After each explicit sync of the cell (``CellRecorder.on_explicit_sync``); ``compiles``: torch_xla's
-        UncachedCompile count, which the sync hook has just read (read here when not given)."""
-        now = _uncached_compiles() if compiles is None else compiles
-        compiled, self._compiles = now != self._compiles, now
+        UncachedCompile count, which the sync hook has just read."""
+        compiled, self._compiles = compiles != self._compiles, compiles
         if compiled:
             self._hits = 0
             if self._session is None and self.failure is None:

@@ -50,7 +50,7 @@ class ProfilerSession:
         except Exception as exc:  # e.g. a session started through the profiler server
             raise ProfilerBusy(f"the profiler could not start: {exc}") from None
 
-    def after_sync(self, executed: bool, compiles: int | None = None) -> None:
+    def after_sync(self, executed: bool, compiles: int) -> None:
         """Called after each explicit sync of the cell: once ``max_steps`` of them ran a graph, wait
         for those steps to finish on the device and end the session (the rest of the cell runs
         unrecorded). ``compiles`` (the sync hook's compile count) is not needed here."""
