@@ -3,16 +3,19 @@ capture modes (README: "Capture modes").
 
 (a) Steady state: cached loops under ``%%xla`` in full capture and in lean capture vs the same loops in
     plain torch_xla (no xla_lab at all), each in an IPython shell as a notebook runs them. A group of
-    three live processes (plain, full, lean), set up and warmed once, takes turns loop by loop (who
-    goes first turns round), so drift of the machine hits all alike; five groups, so one process's luck
-    (its layout in memory) does not decide. Each ratio is the median of the adjacent loops' ratios,
-    printed with their middle half and spread, and the same in CPU time (which the machine's other
-    tenants do not take). Two loops: a 200-step Adam loop at about 9 ms a step (goal: full <= 1.03,
-    lean <= 1.02) and a 600-step SGD-momentum loop at about 3 ms a step (goal: lean <= 1.02; full
-    printed beside it). Their MLPs get as many hidden blocks as make those step times in plain
-    torch_xla on this machine (measured first, at two sizes; ``--loop-ms``, ``--short-ms``), so a
-    faster machine does not double the share of a sync's fixed cost (``--loop-blocks``,
-    ``--short-blocks`` fix them; 1 and 2 are the models of the runs before 2026-12-04).
+    three live processes (plain, full, lean), set up and warmed once, takes turns loop by loop: each
+    loop runs in the three processes one after another (who goes first turns round), so a ``%%xla``
+    loop is compared with the plain one next to it in time (this machine's speed drifts: two runs of
+    one loop in one process differ by about 7-10% when 2 s apart, 8-14% when 6 s apart); five groups,
+    so one process's luck (its layout in memory) does not decide. Each ratio is the median of the
+    adjacent loops' ratios, printed with their middle half and spread, and the same in CPU time (which
+    the machine's other tenants do not take). Two loops: a 200-step Adam loop at about 9 ms a step
+    (goal: full <= 1.03, lean <= 1.02) and a 600-step SGD-momentum loop at about 3 ms a step (goal:
+    lean <= 1.02; full printed beside it). Their MLPs get as many hidden blocks as make those step
+    times in plain torch_xla on this machine (measured first, at two sizes; ``--loop-ms``,
+    ``--short-ms``), so a faster machine does not double the share of a sync's fixed cost
+    (``--loop-blocks``, ``--short-blocks`` fix them; 1 and 2 are the models of the runs before
+    2026-12-04).
       a2. full capture with ``--track-lines always`` (source lines recorded on every traced op instead
           of pausing once the loop hits the cache: what the default saves)
       a3. the fixed cost per sync: a one-op graph synced 1000 times a turn, the same way
@@ -163,7 +166,8 @@ def _shell(mode: str):
 
 
 def worker_loop(mode: str, steps: int, blocks: tuple[int, int]) -> None:
-    """Set up and warm up, then run one timed loop per line read from stdin, answering its wall and
+    """Set up and warm up, then run the timed loop named by each line read from stdin (``loop``,
+    ``short``, ``always``: the Adam loop with ``--track-lines always``, ``tiny``), answering its wall and
     CPU times (CPU time does not count what the machine's other tenants take)."""
     lab = mode != "plain"
     ip = _shell(mode)
@@ -173,22 +177,20 @@ def worker_loop(mode: str, steps: int, blocks: tuple[int, int]) -> None:
     assert ip.run_cell(prefix + SHORT_LOOP.format(steps=3)).success
     assert ip.run_cell(prefix + TINY_LOOP.format(steps=3)).success
     print("READY", flush=True)
+    cells = {"loop": (LOOP, steps), "short": (SHORT_LOOP, SHORT_STEPS), "always": (LOOP, steps),
+             "tiny": (TINY_LOOP, TINY_SYNCS)}
     for line in sys.stdin:
-        times = {}
-        for key, cell, n in (("loop", LOOP, steps), ("short", SHORT_LOOP, SHORT_STEPS), ("always", LOOP, steps),
-                             ("tiny", TINY_LOOP, TINY_SYNCS)):
-            if key == "always" and (mode != "full" or line.strip() == "short"):
-                continue
-            head = "%%xla -q --track-lines always\n" if key == "always" else prefix
-            t0, c0 = time.perf_counter(), time.process_time()
-            assert ip.run_cell(head + cell.format(steps=n)).success
-            times[key] = time.perf_counter() - t0
-            times[key + "_cpu"] = time.process_time() - c0
-            if lab:
-                import xla_lab
+        key = line.strip()
+        cell, n = cells[key]
+        head = "%%xla -q --track-lines always\n" if key == "always" else prefix
+        t0, c0 = time.perf_counter(), time.process_time()
+        assert ip.run_cell(head + cell.format(steps=n)).success
+        times = {key: time.perf_counter() - t0, key + "_cpu": time.process_time() - c0}
+        if lab:
+            import xla_lab
 
-                c = xla_lab.last()
-                assert len(c.steps) == n and c.compiles == 0, "the timed loop was not all cache hits"
+            c = xla_lab.last()  # (waits for the capture's analysis, outside the timed loop)
+            assert len(c.steps) == n and c.compiles == 0, "the timed loop was not all cache hits"
         print("TIMES " + json.dumps(times), flush=True)
 
 
@@ -401,9 +403,13 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
             w.wait_ready()
         try:
             for i in range(rounds):
-                what = "full" if i < always_rounds else "short"
-                for m in turned(modes, i):
-                    runs[m].append(workers[m].run(what))
+                turn: dict[str, dict] = {m: {} for m in modes}
+                for key in ("loop", "always", "short", "tiny"):  # (a loop's turns follow each other)
+                    for m in turned(modes, i):
+                        if key != "always" or (m == "full" and i < always_rounds):
+                            turn[m].update(workers[m].run(key))
+                for m in modes:
+                    runs[m].append(turn[m])
         finally:
             for w in workers.values():
                 w.close()
