@@ -4,8 +4,8 @@ capture modes (README: "Capture modes").
 (a) Steady state: cached loops under ``%%xla`` in full capture and in lean capture vs the same loops in
     plain torch_xla (no xla_lab at all), each in an IPython shell as a notebook runs them. A group of
     three live processes (plain, full, lean), set up and warmed once, takes turns loop by loop: each
-    loop runs in the three processes one after another (who goes first turns round), so a ``%%xla``
-    loop is compared with the plain one next to it in time (this machine's speed drifts: two runs of
+    loop runs in the three processes one after another (in the six orders in turn), so a ``%%xla``
+    loop is compared with a plain one at most one turn away (this machine's speed drifts: two runs of
     one loop in one process differ by about 7-10% when 2 s apart, 8-14% when 6 s apart); five groups,
     so one process's luck (its layout in memory) does not decide. Each ratio is the median of the
     adjacent loops' ratios, printed with their middle half and spread, and the same in CPU time (which
@@ -44,6 +44,7 @@ capture modes (README: "Capture modes").
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -395,6 +396,7 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
           f"-10, batch 64), the short SGD-momentum loop ({SHORT_STEPS} steps, MLP 128-256{'-256' * blocks[1]}-10, "
           f"batch 32), a one-op graph synced {TINY_SYNCS}x")
     modes = ("plain", "full", "lean")
+    orders = list(itertools.permutations(modes))  # (who goes first, and who follows whom, turn round)
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     for _ in range(pairs):  # (a process's own layout in memory can make it a few % faster or slower)
         workers = {m: LiveWorker(f"{m}-loop", steps, wait=False, extra=blocks_args(blocks))
@@ -405,7 +407,7 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
             for i in range(rounds):
                 turn: dict[str, dict] = {m: {} for m in modes}
                 for key in ("loop", "always", "short", "tiny"):  # (a loop's turns follow each other)
-                    for m in turned(modes, i):
+                    for m in orders[i % len(orders)]:
                         if key != "always" or (m == "full" and i < always_rounds):
                             turn[m].update(workers[m].run(key))
                 for m in modes:
