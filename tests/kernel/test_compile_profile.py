@@ -177,6 +177,37 @@ def test_a_cached_loop_run_again_starts_with_the_session_closed(ip, xla_cell, fr
     _check_profile(misses[1])
 
 
+def test_the_end_of_cell_sync_opens_the_session_only_for_pending_work(ip, xla_cell, fresh_dim):
+    """The loop's second run (after the run that compiled) opens the session once, at its start; the
+    loop closes it, and the cell's end, with nothing pending, leaves it closed. Work left after the loop
+    opens it again, and that compile has its profile."""
+    from xla_lab.profile import compile_window
+
+    assert ip.run_cell(SETUP.format(d=fresh_dim)).success
+    loop = STEP.format(n=4)
+    assert _misses(xla_cell(loop))  # compiles
+    opened = []
+    original = compile_window.CompileWindow._open
+
+    def counted(self):
+        opened.append(self)
+        return original(self)
+
+    compile_window.CompileWindow._open = counted
+    try:
+        cached = xla_cell(loop)
+        assert cached.compiles == 0 and len(opened) == 1 and opened[0].closed_by_steady == 1
+        assert not compile_window._work_pending()
+        opened.clear()  # (a new cell: it starts open, as its loop may compile)
+        pending = xla_cell(STEP.format(n=4) + "cp_eval = cp_model(torch.randn(3, %d).to(dev)).sum()\n" % fresh_dim)
+    finally:
+        compile_window.CompileWindow._open = original
+    assert len(opened) == 2 and opened[0] is opened[1] and opened[0].closed_by_steady == 1
+    (miss,) = _misses(pending)
+    assert miss.sync_cause.startswith("end of cell")
+    _check_profile(miss)
+
+
 def test_switched_off_there_is_no_session_and_no_note(ip, xla_cell, fresh_dim):
     assert ip.run_cell(SETUP.format(d=fresh_dim)).success
     try:

@@ -7,7 +7,7 @@ loop pays for (``session.py``); around compiles it costs nothing measurable (``d
 steady, as source-line tracking reads it (``capture/instrument.py``), once its explicit syncs hit the
 cache ``STEADY_AFTER`` times in a row. A graph compiled while the window is closed (a value read after
 the loop) gets no profile; the window opens again right after, so the next compile of the cell has
-one, and before the end-of-cell sync, which compiles whatever the cell left pending.
+one, and before the end-of-cell sync when the cell left work pending, which that sync compiles or runs.
 """
 
 from __future__ import annotations
@@ -101,8 +101,9 @@ class CompileWindow:
 
     def before_final_sync(self) -> None:
         """The end-of-cell sync may compile what the cell left pending: open again if the loop had
-        closed the window (a cell that never went steady pays nothing here)."""
-        if self._session is None and self.closed_by_steady and self.failure is None:
+        closed the window and work is pending (a cell that never went steady, or whose loop's last
+        sync left nothing, pays nothing here: a session costs tens of ms to end)."""
+        if self._session is None and self.closed_by_steady and self.failure is None and _work_pending():
             self._compiles = _uncached_compiles()
             self._open()
 
@@ -132,3 +133,14 @@ def _uncached_compiles() -> int:
     import torch_xla
 
     return torch_xla._XLAC._xla_counter_value("UncachedCompile") or 0
+
+
+def _work_pending() -> bool:
+    """Whether a live XLA tensor needs a computation (what the end-of-cell sync would compile or run);
+    True where torch_xla cannot say."""
+    import torch_xla
+
+    try:
+        return any(torch_xla._XLAC._check_device_tensor_need_materialization(""))
+    except Exception:  # (a torch_xla without the call, or a tensor in a state it refuses)
+        return True
