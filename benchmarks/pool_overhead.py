@@ -4,7 +4,9 @@ interval (runs resampled, then rounds within each run: a run's own luck, its pro
 mood that hour, counts as much as its rounds do).
 
 One run's median of a figure moves by 3-5% from run to run on this shared 2-core machine, while lean
-capture's real cost is about 1%: pooled rounds say where a figure is, and how sure that is.
+capture's real cost is about 1%: pooled rounds say where a figure is, and how sure that is. The chance
+that one more run meets each goal, and every goal, is estimated the same way (a run's parts drawn from
+these runs, their rounds resampled): how often three runs in a row can be expected.
 
     python benchmarks/pool_overhead.py RUN.json [RUN.json ...] [--bootstrap 4000]
 """
@@ -24,6 +26,7 @@ class Figure:
     label: str
     goal: float | None  # None: printed beside the goals
     ratios: Callable[[dict], list[float] | None]  # per-round ratios of one saved run (None: not measured)
+    part: str  # the part of a run that measures it ("steady", "2", "big"): a part's figures share rounds
 
 
 def steady_ratios(turns: dict[str, list[dict]], mode: str, key: str, base: str | None = None) -> list[float]:
@@ -65,16 +68,16 @@ LOOP_GOALS = {("loop", "full"): 1.03, ("loop", "lean"): 1.02, ("short", "lean"):
 COMPILE_GOAL = 1.03
 
 FIGURES = (
-    Figure("Adam loop (9 ms), full", LOOP_GOALS["loop", "full"], _steady("full", "loop")),
-    Figure("Adam loop (9 ms), lean", LOOP_GOALS["loop", "lean"], _steady("lean", "loop")),
-    Figure("short loop (3 ms), lean", LOOP_GOALS["short", "lean"], _steady("lean", "short")),
-    Figure("short loop (3 ms), full", None, _steady("full", "short")),
-    Figure("2-layer first two steps, lean CompileTime", COMPILE_GOAL, _compile("2", "lean", "compile_s")),
-    Figure("2-layer first two steps, lean wall", COMPILE_GOAL, _compile("2", "lean", "wall_s")),
-    Figure("2-layer first two steps, full wall", None, _compile("2", "full", "wall_s")),
-    Figure("big model first two steps, lean CompileTime", COMPILE_GOAL, _compile(None, "lean", "compile_s")),
-    Figure("big model first two steps, lean wall", COMPILE_GOAL, _compile(None, "lean", "wall_s")),
-    Figure("big model first two steps, full wall", None, _compile(None, "full", "wall_s")),
+    Figure("Adam loop (9 ms), full", LOOP_GOALS["loop", "full"], _steady("full", "loop"), "steady"),
+    Figure("Adam loop (9 ms), lean", LOOP_GOALS["loop", "lean"], _steady("lean", "loop"), "steady"),
+    Figure("short loop (3 ms), lean", LOOP_GOALS["short", "lean"], _steady("lean", "short"), "steady"),
+    Figure("short loop (3 ms), full", None, _steady("full", "short"), "steady"),
+    Figure("2-layer first two steps, lean CompileTime", COMPILE_GOAL, _compile("2", "lean", "compile_s"), "2"),
+    Figure("2-layer first two steps, lean wall", COMPILE_GOAL, _compile("2", "lean", "wall_s"), "2"),
+    Figure("2-layer first two steps, full wall", None, _compile("2", "full", "wall_s"), "2"),
+    Figure("big model first two steps, lean CompileTime", COMPILE_GOAL, _compile(None, "lean", "compile_s"), "big"),
+    Figure("big model first two steps, lean wall", COMPILE_GOAL, _compile(None, "lean", "wall_s"), "big"),
+    Figure("big model first two steps, full wall", None, _compile(None, "full", "wall_s"), "big"),
 )
 
 
@@ -89,6 +92,37 @@ def pooled_interval(per_run: list[list[float]], reps: int, seed: int = 0) -> tup
         medians.append(statistics.median(rounds))
     medians.sort()
     return medians[int(0.025 * (reps - 1))], medians[int(0.975 * (reps - 1))]
+
+
+def chance_per_run(runs: list[dict], reps: int, seed: int = 0) -> tuple[float, dict[str, float]] | None:
+    """How often one more run would meet every goal, if it is like these: a simulated run is one of the
+    saved runs (a part it did not measure, as a run stopped early, taken from another run that did), each
+    part's rounds resampled (the part's figures from the same rounds, as in one run). Returns that share
+    and each goal's own; None when no run measured a goal. Three in a row come about as often as the
+    share cubed."""
+    rng = random.Random(seed)
+    goals = [f for f in FIGURES if f.goal is not None]
+    parts = []  # (the part's figures, {index of a saved run that measured them: their per-round ratios})
+    for part in dict.fromkeys(f.part for f in goals):
+        figures = [f for f in goals if f.part == part]
+        measured = {i: ratios for i, run in enumerate(runs) if all(ratios := [f.ratios(run) for f in figures])
+                    and len({len(r) for r in ratios}) == 1}
+        if measured:
+            parts.append((figures, measured))
+    if not parts:
+        return None
+    every, each = 0, {f.label: 0 for figures, _ in parts for f in figures}
+    for _ in range(reps):
+        run, all_met = rng.randrange(len(runs)), True
+        for figures, measured in parts:
+            ratios = measured.get(run) or measured[rng.choice(list(measured))]
+            rounds = [rng.randrange(len(ratios[0])) for _ in ratios[0]]
+            for figure, r in zip(figures, ratios):
+                met = statistics.median(r[i] for i in rounds) <= figure.goal
+                each[figure.label] += met
+                all_met = all_met and met
+        every += all_met
+    return every / reps, {label: n / reps for label, n in each.items()}
 
 
 def meets(run: dict) -> bool | None:
@@ -109,6 +143,7 @@ def three_in_a_row(runs: list[dict]) -> bool:
 def report(runs: list[dict], names: list[str], reps: int) -> str:
     lines = [f"{len(runs)} runs: " + ", ".join(f"{n} ({r.get('code') or '?'}, {r.get('started', '?')})"
                                                for n, r in zip(names, runs))]
+    chance = chance_per_run(runs, reps)
     settings = {json.dumps(r.get("pjrt_env") or {}, sort_keys=True) for r in runs}
     if len(settings) > 1:  # (e.g. PJRT_CPU_ASYNC_CLIENT=0 changes who waits for an execution: not like with like)
         lines.append("  NOTE: the runs were measured under different PJRT settings: " + ", ".join(
@@ -131,9 +166,14 @@ def report(runs: list[dict], names: list[str], reps: int) -> str:
         lines.append("    per run: " + ", ".join(f"{n} {m:.3f}" for (n, _), m in zip(per_run, medians)) + met)
         lines.append(f"    pooled: median {statistics.median(rounds):.3f} of {len(rounds)} rounds, 95% interval "
                      f"{low:.3f}..{high:.3f}; median of run medians {statistics.median(medians):.3f}")
+        if chance and figure.label in chance[1]:
+            lines.append(f"    chance that one more run meets it: {chance[1][figure.label]:.2f}")
     every = [meets(r) for r in runs]
     lines.append("  every goal per run: " + ", ".join(f"{n} {'yes' if m else 'no' if m is not None else '-'}"
                                                       for n, m in zip(names, every)))
+    if chance:
+        lines.append(f"  chance that one more run meets every goal (its parts drawn from these runs, rounds "
+                     f"resampled): {chance[0]:.2f}; three in a row: {chance[0] ** 3:.3f}")
     lines.append(f"  three runs in a row meeting every goal: {'yes' if three_in_a_row(runs) else 'no'}")
     return "\n".join(lines)
 

@@ -5,6 +5,7 @@ format ``bench_capture_overhead.py --json`` writes."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +72,37 @@ def test_the_script_prints_each_goal_per_run_and_pooled(tmp_path):
     assert "short loop (3 ms), lean (goal <= 1.02)" in out and "runs meeting it 2/3" in out
     assert "big model first two steps, lean CompileTime" in out  # (any --big-layers)
     assert "pooled: median 1.010 of 12 rounds" in out
+    chances = [float(c) for c in re.findall(r"chance that one more run meets it: ([0-9.]+)", out)]
+    assert len(chances) == 7 and chances[0] == 1.0  # (full capture's loop: 1.0 in every run)
+    assert all(0.5 <= c <= 0.8 for c in chances[1:])  # (lean's goals: met in two of the three runs, sampled)
+    assert "chance that one more run meets every goal (its parts drawn from these runs, rounds resampled):" in out
     assert out.rstrip().endswith("three runs in a row meeting every goal: no")
+
+
+def _noisy(run: dict, part: str, mode: str, ratios: list[float]) -> dict:
+    """``run`` with ``mode``'s rounds in ``part`` ("steady", or a compile path's layers) at these ratios."""
+    run = json.loads(json.dumps(run))
+    if part == "steady":
+        run["steady"][mode] = [{k: v * r for k, v in p.items()} for p, r in zip(run["steady"]["plain"], ratios)]
+    else:
+        run["compile"][part][mode] = [{k: v * r for k, v in p.items()}
+                                      for p, r in zip(run["compile"][part]["plain"], ratios)]
+    return run
+
+
+def test_the_chance_of_a_run_meeting_the_goals_follows_its_rounds():
+    assert pool.chance_per_run([_run(1.0), _run(0.99)], reps=200) == (1.0, pytest.approx(
+        {f.label: 1.0 for f in pool.FIGURES if f.goal is not None}))
+    every, each = pool.chance_per_run([_run(1.0), _run(1.04, full=1.04)], reps=2000)  # (one misses every goal)
+    assert 0.4 <= every <= 0.6 and all(0.4 <= p <= 0.6 for p in each.values())
+    # a goal whose rounds straddle it is met now and then; the others always
+    straddling = _noisy(_run(1.0), "12", "lean", [0.95, 1.0, 1.05, 1.1])
+    every, each = pool.chance_per_run([straddling], reps=2000)
+    assert 0.1 <= every <= 0.9 and every == pytest.approx(min(each.values()), abs=0.05)
+    assert each["short loop (3 ms), lean"] == 1.0 and each["2-layer first two steps, lean wall"] == 1.0
+    # a part's figures come from the same resampled rounds: CompileTime and wall time miss together
+    assert each["big model first two steps, lean CompileTime"] == each["big model first two steps, lean wall"]
+    assert pool.chance_per_run([dict(_run(1.0), steady=None, compile={})], reps=10) is None
 
 
 def test_runs_under_different_pjrt_settings_are_flagged():
