@@ -3,6 +3,8 @@ on real compiles: every compile of a cell gets one, its phases add up to torch_x
 kernels are the fusion map's, its lines add up to its kernels; the session is open only while the
 cell's syncs may compile; the advice rests on measured numbers; every renderer shows it."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -27,6 +29,25 @@ for i in range({n}):
     loss.backward(); cp_opt.step(); cp_opt.zero_grad()
     torch_xla.sync()
 """
+
+
+@contextlib.contextmanager
+def _counted_openings():
+    """Every compile window that opens a profiler session while the block runs (once per opening)."""
+    from xla_lab.profile import compile_window
+
+    opened = []
+    original = compile_window.CompileWindow._open
+
+    def counted(self):
+        opened.append(self)
+        return original(self)
+
+    compile_window.CompileWindow._open = counted
+    try:
+        yield opened
+    finally:
+        compile_window.CompileWindow._open = original
 
 
 def _misses(c):
@@ -144,8 +165,6 @@ def test_the_session_closes_on_a_steady_loop_and_opens_again_after_a_compile(ip,
 def test_a_cached_loop_run_again_starts_with_the_session_closed(ip, xla_cell, fresh_dim):
     """A cell whose last run compiled nothing runs again with no session (ending one would be most of a
     short loop's cost); a compile it then makes has no profile and says why, and the next one has."""
-    from xla_lab.profile import compile_window
-
     assert ip.run_cell(SETUP.format(d=fresh_dim)).success
     loop = f"""for n in sizes:
     loss = cp_model(torch.randn(n, {fresh_dim}).to(dev)).pow(2).mean()
@@ -155,21 +174,11 @@ def test_a_cached_loop_run_again_starts_with_the_session_closed(ip, xla_cell, fr
     ip.user_ns["sizes"] = (8, 8, 8, 8)
     xla_cell(loop)  # compiles
     xla_cell(loop)  # all cached
-    opened = []
-    original = compile_window.CompileWindow._open
-
-    def counted(self):
-        opened.append(self)
-        return original(self)
-
-    compile_window.CompileWindow._open = counted
-    try:
+    with _counted_openings() as opened:
         cached = xla_cell(loop)
         assert cached.compiles == 0 and not opened  # no session at all
         ip.user_ns["sizes"] = (8, 5, 3)
         changed = xla_cell(loop)
-    finally:
-        compile_window.CompileWindow._open = original
     misses = _misses(changed)
     assert [s.index for s in misses] == [1, 2] and len(opened) == 1
     assert misses[0].artifacts.compile_profile is None and misses[0].fusions  # (the HLO is there)
@@ -186,22 +195,12 @@ def test_the_end_of_cell_sync_opens_the_session_only_for_pending_work(ip, xla_ce
     assert ip.run_cell(SETUP.format(d=fresh_dim)).success
     loop = STEP.format(n=4)
     assert _misses(xla_cell(loop))  # compiles
-    opened = []
-    original = compile_window.CompileWindow._open
-
-    def counted(self):
-        opened.append(self)
-        return original(self)
-
-    compile_window.CompileWindow._open = counted
-    try:
+    with _counted_openings() as opened:
         cached = xla_cell(loop)
         assert cached.compiles == 0 and len(opened) == 1 and opened[0].closed_by_steady == 1
         assert not compile_window._work_pending()
         opened.clear()  # (a new cell: it starts open, as its loop may compile)
         pending = xla_cell(STEP.format(n=4) + "cp_eval = cp_model(torch.randn(3, %d).to(dev)).sum()\n" % fresh_dim)
-    finally:
-        compile_window.CompileWindow._open = original
     assert len(opened) == 2 and opened[0] is opened[1] and opened[0].closed_by_steady == 1
     (miss,) = _misses(pending)
     assert miss.sync_cause.startswith("end of cell")
