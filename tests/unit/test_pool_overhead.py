@@ -79,14 +79,11 @@ def test_the_script_prints_each_goal_per_run_and_pooled(tmp_path):
     assert out.rstrip().endswith("three runs in a row meeting every goal: no")
 
 
-def _noisy(run: dict, part: str, mode: str, ratios: list[float]) -> dict:
-    """``run`` with ``mode``'s rounds in ``part`` ("steady", or a compile path's layers) at these ratios."""
+def _noisy(run: dict, layers: str, mode: str, ratios: list[float]) -> dict:
+    """``run`` with ``mode``'s rounds of the ``layers`` compile path at these ratios to plain's."""
     run = json.loads(json.dumps(run))
-    if part == "steady":
-        run["steady"][mode] = [{k: v * r for k, v in p.items()} for p, r in zip(run["steady"]["plain"], ratios)]
-    else:
-        run["compile"][part][mode] = [{k: v * r for k, v in p.items()}
-                                      for p, r in zip(run["compile"][part]["plain"], ratios)]
+    run["compile"][layers][mode] = [{k: v * r for k, v in p.items()}
+                                    for p, r in zip(run["compile"][layers]["plain"], ratios)]
     return run
 
 

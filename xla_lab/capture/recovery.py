@@ -70,6 +70,14 @@ def replace_with_stand_in(tensor: torch.Tensor, reason: str) -> None:
     torch.utils.swap_tensors(tensor, stand_in)
 
 
+def pending_lazy_work() -> bool:
+    """Is any live device tensor waiting for a graph to run (what a sync of the device would run)?
+    Raises what torch_xla raises, e.g. while a lost tensor is alive (``lost_tensors_exist``)."""
+    import torch_xla
+
+    return any(torch_xla._XLAC._check_device_tensor_need_materialization(""))
+
+
 def lost_tensors_exist() -> bool:
     """True while a tensor of a graph XLA could not compile is alive (a cheap check: no scan of the heap)."""
     import torch_xla

@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from xla_lab.capture.recovery import pending_lazy_work  # (a live sync would take that work along)
+
 from .job_output import with_private_print
 from .planner import Variant, call_key, group_key, plan
 from .shadow import RngState, build_shadow, shadow_call
@@ -400,7 +402,7 @@ class PrecompileQueue:
                 job = next((j for j in self.jobs if j.state == "pending"), None)
                 if job is None:
                     return
-                if _pending_lazy_work():
+                if pending_lazy_work():
                     self.blocked = ("the kernel has pending lazy tensors (a cell left work unsynced); "
                                     "jobs start after the next sync")
                     self._notify()
@@ -462,7 +464,7 @@ class PrecompileQueue:
                 shadow = result = None
                 donors = []
                 gc.collect()
-                if not _pending_lazy_work():
+                if not pending_lazy_work():
                     job.state, job.phase = "pending", ""
                     job.started_at = None
                     return
@@ -484,7 +486,7 @@ class PrecompileQueue:
             shadow = result = None
             donors = []
             gc.collect()
-            if _pending_lazy_work():  # a failed trace left work behind: run it so no cell inherits it
+            if pending_lazy_work():  # a failed trace left work behind: run it so no cell inherits it
                 with contextlib.suppress(Exception):
                     torch_xla.sync()
                     xm.wait_device_ops()
@@ -516,10 +518,3 @@ class PrecompileQueue:
                 listener(self)
             except Exception:  # a view must not break the worker
                 pass
-
-
-def _pending_lazy_work() -> bool:
-    """Is any live device tensor waiting for a graph to run? A live sync would take it along."""
-    import torch_xla
-
-    return any(torch_xla._XLAC._check_device_tensor_need_materialization(""))

@@ -138,9 +138,9 @@ def _uncached_compiles() -> int:
 def _work_pending() -> bool:
     """Whether a live XLA tensor needs a computation (what the end-of-cell sync would compile or run);
     True where torch_xla cannot say."""
-    import torch_xla
+    from xla_lab.capture.recovery import pending_lazy_work
 
     try:
-        return any(torch_xla._XLAC._check_device_tensor_need_materialization(""))
+        return pending_lazy_work()
     except Exception:  # (a torch_xla without the call, or a tensor in a state it refuses)
         return True
