@@ -31,12 +31,16 @@ capture modes (README: "Capture modes").
     do not take), medians with the spread of the per-round ratios (goal: lean <= 1.03); then the time
     the capture's analysis took after the cell (``Session.defer``: the next execution or view waits for
     it). The same for a 12-layer model's compile (plain, full and lean; ``--big-layers 0`` skips it).
+``--null`` measures the noise alone: plain torch_xla in every place (the processes in full's and lean's
+places are plain too; (a4) and ``--explain`` skipped), the same rounds in the same order, so each ratio
+is what this machine gives a mode that costs nothing; ``pool_overhead.py`` pools such runs apart and
+says how often they meet each goal.
 
     python benchmarks/bench_capture_overhead.py [--pairs 5] [--rounds 6] [--always-rounds 2] [--steps 200]
                                                 [--loop-ms 9] [--short-ms 3] [--loop-blocks N] [--short-blocks N]
                                                 [--repeats 6] [--big-layers 12] [--big-repeats 3]
                                                 [--own-rounds 8] [--skip-steady] [--explain] [--explain-big]
-                                                [--json OUT]
+                                                [--null] [--json OUT]
 
 ``--json OUT`` also saves every round's raw times, so runs can be pooled (``pool_overhead.py``).
 """
@@ -187,7 +191,7 @@ def worker_loop(mode: str, steps: int, blocks: tuple[int, int]) -> None:
     for line in sys.stdin:
         key = line.strip()
         cell, n = cells[key]
-        head = "%%xla -q --track-lines always\n" if key == "always" else prefix
+        head = "%%xla -q --track-lines always\n" if key == "always" and lab else prefix
         t0, c0 = time.perf_counter(), time.process_time()
         assert ip.run_cell(head + cell.format(steps=n)).success
         times = {key: time.perf_counter() - t0, key + "_cpu": time.process_time() - c0}
@@ -323,6 +327,8 @@ def worker_compile(kind: str, layers: int) -> dict:
 
 # --- driver --------------------------------------------------------------------------------------
 EXPLAIN_KINDS = ("dump", "metadata", "session")  # (b) with --explain: plain torch_xla with one of xla_lab's switches
+KIND_NAMES = {"full": "%%xla full", "lean": "%%xla lean", "dump": "dump flags only", "metadata": "line metadata only",
+              "session": "profiler session only"}
 
 
 def _env() -> dict:
@@ -392,9 +398,15 @@ def quartiles(values: list[float]) -> str:
     return f"{q[0]:.3f}..{q[2]:.3f}"
 
 
+def worker_mode(mode: str, null: bool) -> str:
+    """The capture a place's process runs: its own, or plain torch_xla in every place (``--null``)."""
+    return "plain" if null else mode
+
+
 def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
-                 blocks: tuple[int, int]) -> dict[str, list[dict]]:
-    """Prints the ratios; returns each mode's timed turns, round by round (plain's i-th beside the others')."""
+                 blocks: tuple[int, int], null: bool = False) -> dict[str, list[dict]]:
+    """Prints the ratios; returns each mode's timed turns, round by round (plain's i-th beside the others').
+    ``null``: plain torch_xla in full's and lean's places too."""
     print(f"(a) steady state: cached loops in live IPython processes taking turns, plain torch_xla, %%xla in full "
           f"capture and %%xla in lean capture: {pairs} groups of processes x {rounds} rounds (--track-lines always "
           f"in the first {always_rounds} of each): the Adam loop ({steps} steps a turn, MLP 256-512{'-512' * blocks[0]}"
@@ -404,7 +416,7 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
     orders = list(itertools.permutations(modes))  # (who goes first, and who follows whom, turn round)
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     for _ in range(pairs):  # (a process's own layout in memory can make it a few % faster or slower)
-        workers = {m: LiveWorker(f"{m}-loop", steps, wait=False, extra=blocks_args(blocks))
+        workers = {m: LiveWorker(f"{worker_mode(m, null)}-loop", steps, wait=False, extra=blocks_args(blocks))
                    for m in modes}  # (they warm up together)
         for w in workers.values():
             w.wait_ready()
@@ -430,7 +442,8 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
         for mode in ("full", "lean"):
             r, c = steady_ratios(runs, mode, key), steady_ratios(runs, mode, key + "_cpu")
             goal = LOOP_GOALS.get((key, mode))
-            print(f"      {mode:4} / plain  median {statistics.median(r):.3f} (middle half {quartiles(r)}, all {spread(r)} "
+            place = f"plain in {mode}'s place" if null else mode
+            print(f"      {place:4} / plain  median {statistics.median(r):.3f} (middle half {quartiles(r)}, all {spread(r)} "
                   f"over {rounds} rounds; {f'goal <= {goal}' if goal else 'no goal, printed beside lean'})"
                   f"  CPU time {statistics.median(c):.3f}")
     a = steady_ratios(runs, "full", "always", "loop")
@@ -443,27 +456,27 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
     return runs
 
 
-def compile_path(layers: int, repeats: int, kinds: tuple[str, ...]) -> dict[str, list[dict]]:
-    """Prints the ratios; returns each kind's fresh processes, round by round."""
+def compile_path(layers: int, repeats: int, kinds: tuple[str, ...], null: bool = False) -> dict[str, list[dict]]:
+    """Prints the ratios; returns each kind's fresh processes, round by round. ``null``: plain torch_xla in
+    every kind's place."""
     print(f"(b) compile path: first two train steps of a {layers}-layer TransformerEncoder (d=256, seq 128, "
           f"batch 8), {repeats} rounds of fresh processes, interleaved")
     results = {k: [] for k in kinds}
     for i in range(repeats):
         for k in turned(kinds, i):
-            results[k].append(run_worker(f"{k}-compile", "--layers", str(layers)))
+            results[k].append(run_worker(f"{worker_mode(k, null)}-compile", "--layers", str(layers)))
     base = results["plain"]
     for what, label in (("compile_s", "XLA CompileTime"), ("wall_s", "cell wall time "), ("cpu_s", "cell CPU time  ")):
         b = statistics.median(r[what] for r in base)
         print(f"    {label}  plain {b:.3f} s")
         for k in kinds[1:]:
             ratios = compile_ratios(results, k, what)
-            name = {"full": "%%xla full", "lean": "%%xla lean", "dump": "dump flags only",
-                    "metadata": "line metadata only", "session": "profiler session only"}[k]
+            name = f"plain in {k}'s place" if null else KIND_NAMES[k]
             goal = f" (goal <= {COMPILE_GOAL})" if k == "lean" and what != "cpu_s" else ""
             print(f"      {name:21} {statistics.median(r[what] for r in results[k]):.3f} s  ratio "
                   f"{statistics.median(ratios):.3f} [{spread(ratios)}]{goal}")
     for k in ("full", "lean"):
-        if k in results:
+        if k in results and not null:
             spent = [r["analysis_s"] for r in results[k]]
             print(f"    {k}: the capture's analysis after the cell (Session.defer; waited for by the next "
                   f"execution or view) {statistics.median(spent):.3f} s [{spread(spent)}]")
@@ -501,6 +514,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--own-rounds", type=int, default=8, help="rounds of (a4), in one process (0: skip)")
     parser.add_argument("--skip-steady", action="store_true", help="only (b), the compile path")
+    parser.add_argument("--null", action="store_true", help="plain torch_xla in every place: what the noise alone "
+                        "gives a mode that costs nothing ((a4) and --explain skipped)")
     parser.add_argument("--json", metavar="OUT", help="also save every round's raw times here (pool_overhead.py "
                         "pools several runs)")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
@@ -529,7 +544,11 @@ def main() -> None:
         print("every process, plain torch_xla and xla_lab alike, runs with " + pjrt_text(pjrt))
     saved = {"code": _code_version(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
              "args": {k: v for k, v in vars(args).items() if k not in ("worker", "json")}, "pjrt_env": pjrt,
-             "compile": {}}
+             "compile": {}, "null": args.null}
+    if args.null:
+        print("NULL RUN: every process is plain torch_xla, the ones in full's and lean's places too; their ratios "
+              "are this machine's noise alone")
+        args.own_rounds, args.explain, args.explain_big = 0, False, False
 
     def save() -> None:  # (after each part: a run stopped half-way keeps what it measured)
         if args.json:
@@ -542,17 +561,17 @@ def main() -> None:
             blocks = tuple(b or s for b, s in zip(blocks, size_loops(args.loop_ms, args.short_ms)))
         saved["blocks"] = {"loop": blocks[0], "short": blocks[1]}
         saved["steady"] = steady_state(args.rounds, args.steps, args.pairs, min(args.always_rounds, args.rounds),
-                                       blocks)
+                                       blocks, args.null)
         save()
         if args.own_rounds:
             saved["own"] = own_cost(args.own_rounds, blocks)
             save()
     saved["compile"]["2"] = compile_path(2, args.repeats, ("plain", "full", "lean") +
-                                         (EXPLAIN_KINDS if args.explain else ()))
+                                         (EXPLAIN_KINDS if args.explain else ()), args.null)
     save()
     if args.big_layers:
         saved["compile"][str(args.big_layers)] = compile_path(args.big_layers, args.big_repeats, ("plain", "full", "lean") +
-                                                              (EXPLAIN_KINDS if args.explain_big else ()))
+                                                              (EXPLAIN_KINDS if args.explain_big else ()), args.null)
     saved["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     save()
 

@@ -6,7 +6,9 @@ mood that hour, counts as much as its rounds do).
 One run's median of a figure moves by 3-5% from run to run on this shared 2-core machine, while lean
 capture's real cost is about 1%: pooled rounds say where a figure is, and how sure that is. The chance
 that one more run meets each goal, and every goal, is estimated the same way (a run's parts drawn from
-these runs, their rounds resampled): how often three runs in a row can be expected.
+these runs, their rounds resampled): how often three runs in a row can be expected. Null runs
+(``--null``: plain torch_xla in every place) are pooled apart: their figures are what the noise alone gives
+a mode that costs nothing, so their chances are the most any capture can expect here.
 
     python benchmarks/pool_overhead.py RUN.json [RUN.json ...] [--bootstrap 4000]
 """
@@ -140,8 +142,20 @@ def three_in_a_row(runs: list[dict]) -> bool:
     return False
 
 
+def is_null(run: dict) -> bool:
+    """A ``--null`` run: plain torch_xla in full's and lean's places too (no capture measured)."""
+    return bool(run.get("null"))
+
+
 def report(runs: list[dict], names: list[str], reps: int) -> str:
-    lines = [f"{len(runs)} runs: " + ", ".join(f"{n} ({r.get('code') or '?'}, {r.get('started', '?')})"
+    null = [is_null(r) for r in runs]
+    if any(null) and not all(null):  # (never pooled together: one measures capture, the other noise alone)
+        pick = lambda want: ([r for r, n in zip(runs, null) if n == want],  # noqa: E731
+                             [name for name, n in zip(names, null) if n == want])
+        return report(*pick(False), reps) + "\n\n" + report(*pick(True), reps)
+    lines = ["NULL RUNS, plain torch_xla in every place: each figure is this machine's noise alone, the chances "
+             "what a mode that costs nothing would get"] if all(null) else []
+    lines += [f"{len(runs)} runs: " + ", ".join(f"{n} ({r.get('code') or '?'}, {r.get('started', '?')})"
                                                for n, r in zip(names, runs))]
     chance = chance_per_run(runs, reps)
     settings = {json.dumps(r.get("pjrt_env") or {}, sort_keys=True) for r in runs}

@@ -102,6 +102,25 @@ def test_the_chance_of_a_run_meeting_the_goals_follows_its_rounds():
     assert pool.chance_per_run([dict(_run(1.0), steady=None, compile={})], reps=10) is None
 
 
+def test_null_runs_are_pooled_apart_from_the_runs_that_measure_capture():
+    """A --null run's "lean" is plain torch_xla again: pooled with real runs it would dilute lean's cost."""
+    real, null = _run(1.04), dict(_run(1.0), null=True)
+    out = pool.report([real, null, real], ["A", "N", "B"], reps=100)
+    measured, noise = out.split("\n\n")
+    assert "2 runs: A (" in measured and "N (" not in measured and "NULL RUNS" not in measured
+    assert "runs meeting it 0/2" in measured
+    assert noise.startswith("NULL RUNS, plain torch_xla in every place") and "1 runs: N (" in noise
+    assert "runs meeting it 1/1" in noise
+    assert not pool.is_null(real) and pool.is_null(null)
+
+
+def test_a_null_run_puts_plain_torch_xla_in_every_place():
+    import bench_capture_overhead as bench
+
+    assert [bench.worker_mode(m, null=True) for m in ("plain", "full", "lean")] == ["plain"] * 3
+    assert [bench.worker_mode(m, null=False) for m in ("plain", "full", "lean")] == ["plain", "full", "lean"]
+
+
 def test_runs_under_different_pjrt_settings_are_flagged():
     """PJRT_CPU_ASYNC_CLIENT=0 changes which thread waits for an execution: such runs are not like with like."""
     plain, synced = _run(1.0), dict(_run(1.0), pjrt_env={"PJRT_CPU_ASYNC_CLIENT": "0"})
