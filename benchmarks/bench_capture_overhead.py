@@ -542,13 +542,13 @@ def main() -> None:
     pjrt = inherited_pjrt()
     if pjrt:
         print("every process, plain torch_xla and xla_lab alike, runs with " + pjrt_text(pjrt))
-    saved = {"code": _code_version(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-             "args": {k: v for k, v in vars(args).items() if k not in ("worker", "json")}, "pjrt_env": pjrt,
-             "compile": {}, "null": args.null}
-    if args.null:
+    if args.null:  # (before the arguments are saved: they say what ran)
         print("NULL RUN: every process is plain torch_xla, the ones in full's and lean's places too; their ratios "
               "are this machine's noise alone")
         args.own_rounds, args.explain, args.explain_big = 0, False, False
+    saved = {"code": _code_version(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+             "args": {k: v for k, v in vars(args).items() if k not in ("worker", "json")}, "pjrt_env": pjrt,
+             "compile": {}, "null": args.null}
 
     def save() -> None:  # (after each part: a run stopped half-way keeps what it measured)
         if args.json:
