@@ -57,7 +57,7 @@ import sys
 import time
 
 from pool_overhead import (COMPILE_GOAL, LOOP_GOALS, compile_ratios, inherited_pjrt, pjrt_text,  # (one place)
-                           steady_ratios)
+                           plain_beside, steady_ratios)
 
 # The cached loops' models, sized by their hidden blocks: the issue's goals are for steps of about 9 ms (the
 # Adam loop) and 3 ms (the short loop), where a sync's fixed cost is a given share of the step. With the
@@ -189,12 +189,13 @@ def worker_loop(mode: str, steps: int, blocks: tuple[int, int]) -> None:
         assert ip.run_cell(prefix + cell.format(steps=n)).success
     print("READY", flush=True)
     for line in sys.stdin:
-        key = line.strip()
+        key, _, label = line.strip().partition(":")  # (``loop:always``: the Adam loop, answered as "always")
         cell, n = cells[key]
         head = "%%xla -q --track-lines always\n" if key == "always" and lab else prefix
         t0, c0 = time.perf_counter(), time.process_time()
         assert ip.run_cell(head + cell.format(steps=n)).success
-        times = {key: time.perf_counter() - t0, key + "_cpu": time.process_time() - c0}
+        label = label or key
+        times = {label: time.perf_counter() - t0, label + "_cpu": time.process_time() - c0}
         if lab:
             import xla_lab
 
@@ -275,23 +276,27 @@ def blocks_for(ms: dict, target_ms: float) -> int:
     (b0, t0), (b1, t1) = sorted((int(b), t) for b, t in ms.items())
     if t1 <= t0:  # (noise swamped the probe)
         return b0
-    return max(1, min(40, round(b0 + (target_ms - t0) * (b1 - b0) / (t1 - t0))))
+    return max(0, min(40, round(b0 + (target_ms - t0) * (b1 - b0) / (t1 - t0))))  # (0: no hidden block)
 
 
-def size_loops(loop_ms: float, short_ms: float) -> tuple[int, int]:
-    sizes = run_worker("sizes")
+def size_loops(loop_ms: float, short_ms: float, core: int | None = None) -> tuple[int, int]:
+    """``core``: sized on that one core (a twin run's loops run on one core each)."""
+    sizes = run_worker("sizes", core=core)
     blocks = blocks_for(sizes["loop"], loop_ms), blocks_for(sizes["short"], short_ms)
-    print("sizing the cached loops on this machine (plain torch_xla, best of three turns): Adam loop "
+    print(f"sizing the cached loops on this machine (plain torch_xla{', on one core' if core is not None else ''}, "
+          "best of three turns): Adam loop "
           + ", ".join(f"{b} blocks {t:.2f} ms/step" for b, t in sizes["loop"].items())
           + "; short loop " + ", ".join(f"{b} blocks {t:.2f} ms/step" for b, t in sizes["short"].items())
           + f" -> {blocks[0]} and {blocks[1]} blocks for about {loop_ms:g} and {short_ms:g} ms a step")
     return blocks
 
 
-def worker_compile(kind: str, layers: int) -> dict:
+def worker_compile(kind: str, layers: int, wait_go: bool = False) -> dict:
     """``kind``: plain | full | lean (xla_lab's capture modes) | dump | metadata | session (plain torch_xla
     with one of what xla_lab turns on: XLA's dump flags, the source-line metadata, or a profiler session
-    opened before the cell and ended after it, as lean's compile window is open over a compiling cell)."""
+    opened before the cell and ended after it, as lean's compile window is open over a compiling cell).
+    ``wait_go``: after the set-up, say READY and start the timed cell on a line from stdin (a twin run starts
+    plain torch_xla's process and the other together)."""
     import tempfile
 
     if kind == "dump":  # plain torch_xla with only XLA's dump on, as xla_lab sets it: what XLA itself costs
@@ -302,6 +307,9 @@ def worker_compile(kind: str, layers: int) -> dict:
     lab = kind in ("full", "lean")
     ip = _shell(kind if lab else "plain")
     assert ip.run_cell(SETUP_BERT.format(layers=layers)).success
+    if wait_go:
+        print("READY", flush=True)
+        sys.stdin.readline()
     session = None
     if kind == "session":  # (ended after the timing, as lean ends its window in the analysis after the cell)
         import torch_xla
@@ -338,9 +346,24 @@ def _env() -> dict:
     return env
 
 
-def run_worker(*args: str) -> dict:
+def on_core(core: int | None):
+    """A child's start-up hook that keeps it on one core (None: all), set before torch_xla starts, so XLA
+    sizes its thread pools for the core it has."""
+    return None if core is None else (lambda: os.sched_setaffinity(0, {core}))
+
+
+def pin(pid: int, core: int) -> None:
+    """Every thread of process ``pid`` onto ``core``; threads it starts later inherit it."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), {core})
+        except (ProcessLookupError, FileNotFoundError):  # (a thread that ended meanwhile)
+            pass
+
+
+def run_worker(*args: str, core: int | None = None) -> dict:
     proc = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True,
-                          env=_env(), timeout=1800)
+                          env=_env(), timeout=1800, preexec_fn=on_core(core))
     if proc.returncode != 0:
         raise RuntimeError(f"worker {args} failed:\n{proc.stderr[-4000:]}")
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
@@ -353,12 +376,17 @@ def blocks_args(blocks: tuple[int, int]) -> list[str]:
 
 class LiveWorker:
     """A worker process that stays up between timed loops (its graphs compiled once). ``script``: the
-    benchmark whose ``--worker KIND`` it runs (this one by default); ``extra``: more of its arguments."""
+    benchmark whose ``--worker KIND`` it runs (this one by default); ``extra``: more of its arguments;
+    ``core``: the one core it starts on (``pin`` moves it)."""
 
-    def __init__(self, kind: str, steps: int, script: str = __file__, wait: bool = True, extra: tuple = ()):
+    def __init__(self, kind: str, steps: int, script: str = __file__, wait: bool = True, extra: tuple = (),
+                 core: int | None = None):
+        import tempfile
+
+        self.stderr = tempfile.TemporaryFile(mode="w+")  # (a pipe nobody reads until the end could fill and stall it)
         self.proc = subprocess.Popen([sys.executable, script, "--worker", kind, "--steps", str(steps), *extra],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=_env())
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     text=True, env=_env(), preexec_fn=on_core(core))
         if wait:
             self.wait_ready()
 
@@ -369,17 +397,27 @@ class LiveWorker:
         for line in self.proc.stdout:
             if line.startswith(word):
                 return line[len(word):].strip()
-        raise RuntimeError(f"worker died:\n{self.proc.stderr.read()[-4000:]}")
+        self.proc.wait(timeout=60)
+        self.stderr.seek(0)
+        raise RuntimeError(f"worker died:\n{self.stderr.read()[-4000:]}")
 
     def run(self, what: str = "go") -> dict:
         """One timed turn; ``what`` is the line the worker reads (which loop to time, where it matters)."""
+        self.start(what)
+        return self.result()
+
+    def start(self, what: str = "go") -> None:
+        """Start a timed turn without waiting for it (``result`` reads it): a twin run starts two at once."""
         self.proc.stdin.write(what + "\n")
         self.proc.stdin.flush()
+
+    def result(self) -> dict:
         return json.loads(self._expect("TIMES"))
 
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait(timeout=60)
+        self.stderr.close()
 
 
 def turned(items: tuple, i: int) -> tuple:
@@ -404,14 +442,25 @@ def worker_mode(mode: str, null: bool) -> str:
 
 
 def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
-                 blocks: tuple[int, int], null: bool = False) -> dict[str, list[dict]]:
-    """Prints the ratios; returns each mode's timed turns, round by round (plain's i-th beside the others').
-    ``null``: plain torch_xla in full's and lean's places too."""
-    print(f"(a) steady state: cached loops in live IPython processes taking turns, plain torch_xla, %%xla in full "
-          f"capture and %%xla in lean capture: {pairs} groups of processes x {rounds} rounds (--track-lines always "
+                 blocks: tuple[int, int], null: bool = False, twin: bool = False) -> dict[str, list[dict]]:
+    """Prints the ratios; returns each mode's timed turns, round by round (plain's i-th beside the others';
+    in a twin run ``plain_full`` and ``plain_lean``, the plain turns run beside each). ``null``: plain
+    torch_xla in full's and lean's places too."""
+    how = ("plain torch_xla beside %%xla in full and in lean capture, at the same time on the other core "
+           "(twin layout)" if twin else
+           "in live IPython processes taking turns, plain torch_xla, %%xla in full capture and %%xla in lean capture")
+    print(f"(a) steady state: cached loops {how}: {pairs} groups of processes x {rounds} rounds (--track-lines always "
           f"in the first {always_rounds} of each): the Adam loop ({steps} steps a turn, MLP 256-512{'-512' * blocks[0]}"
           f"-10, batch 64), the short SGD-momentum loop ({SHORT_STEPS} steps, MLP 128-256{'-256' * blocks[1]}-10, "
           f"batch 32), a one-op graph synced {TINY_SYNCS}x")
+    runs = (steady_twin if twin else steady_turns)(rounds, steps, pairs, always_rounds, blocks, null)
+    print_steady(runs, rounds * pairs, steps, null)
+    return runs
+
+
+def steady_turns(rounds: int, steps: int, pairs: int, always_rounds: int,
+                 blocks: tuple[int, int], null: bool) -> dict[str, list[dict]]:
+    """Three live processes per group take turns, loop by loop, in the six orders in turn."""
     modes = ("plain", "full", "lean")
     orders = list(itertools.permutations(modes))  # (who goes first, and who follows whom, turn round)
     runs: dict[str, list[dict]] = {m: [] for m in modes}
@@ -432,8 +481,47 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
         finally:
             for w in workers.values():
                 w.close()
-    rounds *= pairs
-    p = runs["plain"]
+    return runs
+
+
+def steady_twin(rounds: int, steps: int, pairs: int, always_rounds: int,
+                blocks: tuple[int, int], null: bool) -> dict[str, list[dict]]:
+    """Three live processes per group, each started on one core; a turn runs plain's loop and full's (or
+    lean's) at the same time, one on each core, so both meet the same moment of this machine (run to run it
+    drifts by 7-10% within seconds, which taking turns cannot avoid). Who sits on which core swaps every
+    round; full's and lean's turns alternate who goes first. While a pair runs, the third process waits on
+    its stdin, taking no CPU."""
+    runs: dict[str, list[dict]] = {m: [] for m in ("plain_full", "plain_lean", "full", "lean")}
+    for g in range(pairs):
+        workers = {m: LiveWorker(f"{worker_mode(m, null)}-loop", steps, wait=False, extra=blocks_args(blocks),
+                                 core=0 if m == "plain" else 1) for m in ("plain", "full", "lean")}
+        for w in workers.values():
+            w.wait_ready()
+        try:
+            for i in range(rounds):
+                turn: dict[str, dict] = {m: {} for m in runs}
+                core = (g + i) % 2  # (plain's core this round)
+                for mode in turned(("full", "lean"), g + i):
+                    pin(workers["plain"].proc.pid, core)
+                    pin(workers[mode].proc.pid, 1 - core)
+                    for key in ("loop", "always", "short", "tiny"):
+                        if key == "always" and not (mode == "full" and i < always_rounds):
+                            continue
+                        workers["plain"].start("loop:always" if key == "always" else key)
+                        workers[mode].start(key)
+                        turn[f"plain_{mode}"].update(workers["plain"].result())
+                        turn[mode].update(workers[mode].result())
+                for m in runs:
+                    runs[m].append(turn[m])
+        finally:
+            for w in workers.values():
+                w.close()
+    return runs
+
+
+def print_steady(runs: dict[str, list[dict]], rounds: int, steps: int, null: bool) -> None:
+    twin = "plain_lean" in runs
+    p = plain_beside(runs, "lean")
     ms = lambda xs, n: statistics.median(xs) / n * 1e3  # noqa: E731
 
     for key, n, label in (("loop", steps, "Adam loop"), ("short", SHORT_STEPS, "short loop")):
@@ -446,26 +534,40 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
             print(f"      {place:4} / plain  median {statistics.median(r):.3f} (middle half {quartiles(r)}, all {spread(r)} "
                   f"over {rounds} rounds; {f'goal <= {goal}' if goal else 'no goal, printed beside lean'})"
                   f"  CPU time {statistics.median(c):.3f}")
-    a = steady_ratios(runs, "full", "always", "loop")
+    a = steady_ratios(runs, "full", "always", "always" if twin else "loop")
     print(f"    full --track-lines always / plain (Adam loop)  median {statistics.median(a):.3f} (spread {spread(a)})")
     for mode in ("full", "lean"):
-        per_sync = [(x["tiny"] - y["tiny"]) / TINY_SYNCS * 1e6 for x, y in zip(runs[mode], p)]
+        per_sync = [(x["tiny"] - y["tiny"]) / TINY_SYNCS * 1e6 for x, y in zip(runs[mode], plain_beside(runs, mode))]
         print(f"    one-op graph: plain {ms([x['tiny'] for x in p], TINY_SYNCS) * 1e3:.0f} us/sync, {mode} "
               f"{ms([x['tiny'] for x in runs[mode]], TINY_SYNCS) * 1e3:.0f}: fixed cost {statistics.median(per_sync):.0f} "
               f"us per sync (spread {min(per_sync):.0f}..{max(per_sync):.0f})")
-    return runs
 
 
-def compile_path(layers: int, repeats: int, kinds: tuple[str, ...], null: bool = False) -> dict[str, list[dict]]:
+def compile_path(layers: int, repeats: int, kinds: tuple[str, ...], null: bool = False,
+                 twin_others: int | None = None) -> dict[str, list[dict]]:
     """Prints the ratios; returns each kind's fresh processes, round by round. ``null``: plain torch_xla in
-    every kind's place."""
+    every kind's place. ``twin_others``: a twin run (plain torch_xla's process and another at the same time,
+    one core each, started together once both are set up; lean in every round, the other kinds in this many
+    rounds first), whose plain processes are returned as ``plain_<kind>``."""
+    twin = twin_others is not None
     print(f"(b) compile path: first two train steps of a {layers}-layer TransformerEncoder (d=256, seq 128, "
-          f"batch 8), {repeats} rounds of fresh processes, interleaved")
-    results = {k: [] for k in kinds}
+          f"batch 8), {repeats} rounds of fresh processes, " + (
+              f"each beside plain torch_xla's at the same time on the other core (twin layout; lean in every round, "
+              f"the other kinds in the first {min(twin_others, repeats)})" if twin else "interleaved"))
+    results: dict[str, list[dict]] = {k: [] for k in kinds}
     for i in range(repeats):
-        for k in turned(kinds, i):
-            results[k].append(run_worker(f"{worker_mode(k, null)}-compile", "--layers", str(layers)))
-    base = results["plain"]
+        if not twin:
+            for k in turned(kinds, i):
+                results[k].append(run_worker(f"{worker_mode(k, null)}-compile", "--layers", str(layers)))
+            continue
+        for k in turned(tuple(k for k in kinds[1:] if k == "lean" or i < twin_others), i):
+            plain, other = compile_twin(k, layers, core=i % 2, null=null)
+            results.setdefault(f"plain_{k}", []).append(plain)
+            results[k].append(other)
+    if twin:
+        results = {k: v for k, v in results.items() if v}  # (a kind in no round: not measured)
+        kinds = ("plain",) + tuple(k for k in kinds[1:] if k in results)
+    base = plain_beside(results, "lean")  # (plain's median printed: in a twin run, the processes beside lean's)
     for what, label in (("compile_s", "XLA CompileTime"), ("wall_s", "cell wall time "), ("cpu_s", "cell CPU time  ")):
         b = statistics.median(r[what] for r in base)
         print(f"    {label}  plain {b:.3f} s")
@@ -481,6 +583,22 @@ def compile_path(layers: int, repeats: int, kinds: tuple[str, ...], null: bool =
             print(f"    {k}: the capture's analysis after the cell (Session.defer; waited for by the next "
                   f"execution or view) {statistics.median(spent):.3f} s [{spread(spent)}]")
     return results
+
+
+def compile_twin(kind: str, layers: int, core: int, null: bool) -> tuple[dict, dict]:
+    """Plain torch_xla's fresh process on ``core`` and ``kind``'s on the other, each set up, then both cells
+    started together: (plain's times, ``kind``'s)."""
+    workers = [LiveWorker(f"{worker_mode(k, null)}-compile", 0, wait=False, core=c,
+                          extra=("--layers", str(layers), "--wait-go")) for k, c in (("plain", core), (kind, 1 - core))]
+    try:
+        for w in workers:
+            w.wait_ready()
+        for w in workers:
+            w.start()
+        return workers[0].result(), workers[1].result()
+    finally:
+        for w in workers:
+            w.close()
 
 
 def main() -> None:
@@ -518,12 +636,19 @@ def main() -> None:
                         "gives a mode that costs nothing ((a4) and --explain skipped)")
     parser.add_argument("--json", metavar="OUT", help="also save every round's raw times here (pool_overhead.py "
                         "pools several runs)")
+    parser.add_argument("--layout", choices=("twin", "turns"), default="twin",
+                        help="twin: plain torch_xla and each mode at the same time, one core each (cores swapped "
+                        "round by round); turns: one after another on both cores, as every run before 2026-12-07")
+    parser.add_argument("--twin-others", type=int, default=2, help="twin layout: rounds of (b) that pair full capture "
+                        "(and --explain's kinds) with plain torch_xla too; lean is paired in every round")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--wait-go", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.worker:
         kind = args.worker[0]
-        blocks = (args.loop_blocks or LOOP_BLOCKS, args.short_blocks or SHORT_BLOCKS)
+        blocks = tuple(d if b is None else b for b, d in zip((args.loop_blocks, args.short_blocks),
+                                                              (LOOP_BLOCKS, SHORT_BLOCKS)))
         if kind == "sizes":
             print("RESULT " + json.dumps(worker_sizes()))
             return
@@ -533,7 +658,8 @@ def main() -> None:
         if kind.endswith("-loop"):
             worker_loop(kind.removesuffix("-loop"), args.steps, blocks)
             return
-        print("RESULT " + json.dumps(worker_compile(kind.removesuffix("-compile"), args.layers)))
+        out = worker_compile(kind.removesuffix("-compile"), args.layers, args.wait_go)
+        print(("TIMES " if args.wait_go else "RESULT ") + json.dumps(out), flush=True)  # (TIMES: a LiveWorker's turn)
         return
 
     # PJRT settings every process inherits, plain torch_xla's and xla_lab's alike (PJRT_CPU_ASYNC_CLIENT=0:
@@ -548,30 +674,36 @@ def main() -> None:
         args.own_rounds, args.explain, args.explain_big = 0, False, False
     saved = {"code": _code_version(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
              "args": {k: v for k, v in vars(args).items() if k not in ("worker", "json")}, "pjrt_env": pjrt,
-             "compile": {}, "null": args.null}
+             "compile": {}, "null": args.null, "layout": args.layout}
 
     def save() -> None:  # (after each part: a run stopped half-way keeps what it measured)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(saved, f, indent=1)
 
+    twin = args.layout == "twin"
+    if twin:
+        print("TWIN LAYOUT: plain torch_xla runs at the same time as the mode it is compared with, one core each "
+              "(swapped round by round), so both meet the same moment of this shared machine")
     if not args.skip_steady:
         blocks = (args.loop_blocks, args.short_blocks)
         if None in blocks:  # (sized on this machine; a size given is kept)
-            blocks = tuple(b or s for b, s in zip(blocks, size_loops(args.loop_ms, args.short_ms)))
+            blocks = tuple(s if b is None else b for b, s in zip(blocks, size_loops(args.loop_ms, args.short_ms,
+                                                                      0 if twin else None)))
         saved["blocks"] = {"loop": blocks[0], "short": blocks[1]}
         saved["steady"] = steady_state(args.rounds, args.steps, args.pairs, min(args.always_rounds, args.rounds),
-                                       blocks, args.null)
+                                       blocks, args.null, twin)
         save()
         if args.own_rounds:
             saved["own"] = own_cost(args.own_rounds, blocks)
             save()
+    others = args.twin_others if twin else None
     saved["compile"]["2"] = compile_path(2, args.repeats, ("plain", "full", "lean") +
-                                         (EXPLAIN_KINDS if args.explain else ()), args.null)
+                                         (EXPLAIN_KINDS if args.explain else ()), args.null, others)
     save()
     if args.big_layers:
         saved["compile"][str(args.big_layers)] = compile_path(args.big_layers, args.big_repeats, ("plain", "full", "lean") +
-                                                              (EXPLAIN_KINDS if args.explain_big else ()), args.null)
+                                                              (EXPLAIN_KINDS if args.explain_big else ()), args.null, others)
     saved["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     save()
 

@@ -31,15 +31,22 @@ class Figure:
     part: str  # the part of a run that measures it ("steady", "2", "big"): a part's figures share rounds
 
 
+def plain_beside(measured: dict[str, list[dict]], mode: str) -> list[dict]:
+    """Plain torch_xla's rounds that ``mode``'s are compared with: in a twin run (``--layout twin``) the plain
+    process that ran at the same time as ``mode``'s on the other core (``plain_<mode>``), else plain's turns."""
+    return measured.get(f"plain_{mode}") or measured["plain"]
+
+
 def steady_ratios(turns: dict[str, list[dict]], mode: str, key: str, base: str | None = None) -> list[float]:
     """Per-round ratios of a cached loop: ``mode``'s i-th turn over plain's i-th (``base``: plain's figure
     to divide by, when it differs from ``key``, e.g. ``--track-lines always`` over the plain loop)."""
-    return [x[key] / p[base or key] for x, p in zip(turns[mode], turns["plain"]) if key in x and (base or key) in p]
+    return [x[key] / p[base or key] for x, p in zip(turns[mode], plain_beside(turns, mode))
+            if key in x and (base or key) in p]
 
 
 def compile_ratios(results: dict[str, list[dict]], mode: str, key: str) -> list[float]:
     """Per-round ratios of the compile path: ``mode``'s i-th fresh process over plain's i-th."""
-    return [r[key] / p[key] for r, p in zip(results[mode], results["plain"])]
+    return [r[key] / p[key] for r, p in zip(results[mode], plain_beside(results, mode))]
 
 
 def _steady(mode: str, key: str) -> Callable[[dict], list[float] | None]:
@@ -147,14 +154,23 @@ def is_null(run: dict) -> bool:
     return bool(run.get("null"))
 
 
+def layout(run: dict) -> str:
+    """How a run set its processes side by side: ``turns`` (one after another on both cores; every run before
+    ``--layout`` existed) or ``twin`` (plain and the mode compared at the same time, one core each)."""
+    return run.get("layout", "turns")
+
+
 def report(runs: list[dict], names: list[str], reps: int) -> str:
-    null = [is_null(r) for r in runs]
-    if any(null) and not all(null):  # (never pooled together: one measures capture, the other noise alone)
-        pick = lambda want: ([r for r, n in zip(runs, null) if n == want],  # noqa: E731
-                             [name for name, n in zip(names, null) if n == want])
-        return report(*pick(False), reps) + "\n\n" + report(*pick(True), reps)
+    kinds = [(is_null(r), layout(r)) for r in runs]
+    if len(set(kinds)) > 1:  # (never pooled together: capture vs noise alone, or a different measurement)
+        pick = lambda want: ([r for r, k in zip(runs, kinds) if k == want],  # noqa: E731
+                             [name for name, k in zip(names, kinds) if k == want])
+        return "\n\n".join(report(*pick(kind), reps) for kind in dict.fromkeys(kinds))
+    null = [n for n, _ in kinds]
     lines = ["NULL RUNS, plain torch_xla in every place: each figure is this machine's noise alone, the chances "
              "what a mode that costs nothing would get"] if all(null) else []
+    if layout(runs[0]) == "twin":
+        lines.append("TWIN LAYOUT: plain torch_xla and the mode compared at the same time, one core each")
     lines += [f"{len(runs)} runs: " + ", ".join(f"{n} ({r.get('code') or '?'}, {r.get('started', '?')})"
                                                for n, r in zip(names, runs))]
     chance = chance_per_run(runs, reps)
