@@ -3,8 +3,9 @@ capture modes (README: "Capture modes").
 
 (a) Steady state: cached loops under ``%%xla`` in full capture and in lean capture vs the same loops in
     plain torch_xla (no xla_lab at all), each in an IPython shell as a notebook runs them. A group of
-    three live processes (plain, full, lean), set up and warmed once, takes turns loop by loop: each
-    loop runs in the three processes one after another (in the six orders in turn), so a ``%%xla``
+    three live processes (plain, full, lean), set up and warmed once, runs them loop by loop: in the twin layout
+    (below) plain's beside full's and then beside lean's; taking turns (``--layout turns``), each loop
+    runs in the three processes one after another (in the six orders in turn), so a ``%%xla``
     loop is compared with a plain one at most one turn away (this machine's speed drifts: two runs of
     one loop in one process differ by about 7-10% when 2 s apart, 8-14% when 6 s apart); five groups,
     so one process's luck (its layout in memory) does not decide. Each ratio is the median of the
@@ -22,6 +23,14 @@ capture modes (README: "Capture modes").
       a4. xla_lab's own cost without process-to-process luck: in one full and one lean process, the short
           loop as a ``%%xla`` cell and as a plain cell of the same kernel taking turns, the capture's
           analysis after the cell counted in its turn (``--own-rounds 0`` skips it)
+Layout (``--layout``): ``twin`` (the default) runs each comparison side by side: plain torch_xla's process and
+    the mode's, each held to one of the machine's two cores (set before torch_xla starts, so XLA sizes its
+    thread pools for one core), run their loop, or start their compiling cell, at the same moment, and swap
+    cores round by round; in (a) the third process of a group waits meanwhile, and in (b) lean is paired
+    with plain in every round, full (and ``--explain``'s kinds) in the first ``--twin-others``. Taking turns
+    on both cores (``--layout turns``, every run up to AT) compares loops a few seconds apart, and this
+    shared host's speed moves by 7-13% in that time; side by side both meet the same moment. Each process
+    has one core, so steps and compiles are slower, and the loops are sized on one core.
 (b) Compile path: the first two train steps (two compiles) of a 2-layer TransformerEncoder in fresh
     processes, interleaved (who goes first turns round): plain torch_xla, ``%%xla`` in full and in lean
     capture (``--explain`` adds plain torch_xla with only XLA's dump flags, with only the source-line
@@ -446,9 +455,10 @@ def steady_state(rounds: int, steps: int, pairs: int, always_rounds: int,
     """Prints the ratios; returns each mode's timed turns, round by round (plain's i-th beside the others';
     in a twin run ``plain_full`` and ``plain_lean``, the plain turns run beside each). ``null``: plain
     torch_xla in full's and lean's places too."""
-    how = ("plain torch_xla beside %%xla in full and in lean capture, at the same time on the other core "
-           "(twin layout)" if twin else
-           "in live IPython processes taking turns, plain torch_xla, %%xla in full capture and %%xla in lean capture")
+    modes = ("plain torch_xla in full's and in lean's places" if null  # (a null run measures no capture)
+             else "%%xla in full and in lean capture")
+    how = (f"plain torch_xla beside {modes}, at the same time on the other core (twin layout)" if twin else
+           f"in live IPython processes taking turns, plain torch_xla and {modes}")
     print(f"(a) steady state: cached loops {how}: {pairs} groups of processes x {rounds} rounds (--track-lines always "
           f"in the first {always_rounds} of each): the Adam loop ({steps} steps a turn, MLP 256-512{'-512' * blocks[0]}"
           f"-10, batch 64), the short SGD-momentum loop ({SHORT_STEPS} steps, MLP 128-256{'-256' * blocks[1]}-10, "
@@ -638,7 +648,7 @@ def main() -> None:
                         "pools several runs)")
     parser.add_argument("--layout", choices=("twin", "turns"), default="twin",
                         help="twin: plain torch_xla and each mode at the same time, one core each (cores swapped "
-                        "round by round); turns: one after another on both cores, as every run before 2026-12-07")
+                        "round by round); turns: one after another on both cores, as every run up to AT (2026-12-06)")
     parser.add_argument("--twin-others", type=int, default=2, help="twin layout: rounds of (b) that pair full capture "
                         "(and --explain's kinds) with plain torch_xla too; lean is paired in every round")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)

@@ -144,6 +144,7 @@ def test_the_benchmark_sizes_its_loops_on_the_line_through_two_points():
     assert bench.blocks_for({"2": 1.33, "6": 2.72}, 3.0) == 7
     assert bench.blocks_for({1: 5.9, 5: 16.3}, 9.0) == 2
     assert bench.blocks_for({1: 5.0, 5: 4.0}, 9.0) == 1  # (noise: the first models)
+    assert bench.blocks_for({1: 10.5, 5: 20.0}, 9.0) == 0  # (one core: no hidden block at all)
     assert bench.blocks_for({2: 1.0, 6: 1.1}, 100.0) == 40  # (bounded)
     assert bench.loops_setup(bench.LOOP_BLOCKS, bench.SHORT_BLOCKS).startswith(bench.SETUP_MLP)
 
@@ -162,3 +163,61 @@ def test_the_benchmark_prints_the_ratios_pooling_reads():
     assert pool.compile_ratios(run["compile"]["2"], "lean", "wall_s") == pytest.approx([1.01] * 4)
     assert bench.quartiles([1.01]) == "1.010..1.010"  # (--rounds 1)
     assert bench.quartiles([1.0, 1.1, 1.2, 1.3]) == bench.quartiles([1.3, 1.2, 1.1, 1.0])
+
+
+def _twin(run: dict, beside: dict[str, float]) -> dict:
+    """``run`` as a twin run writes it: no ``plain`` rounds, but the plain process beside each mode
+    (``plain_full``, ``plain_lean``), here ``beside[mode]`` times as slow as the plain rounds given."""
+    run = json.loads(json.dumps(run))
+    for part in [run["steady"], *run["compile"].values()]:
+        plain = part.pop("plain")
+        for mode, f in beside.items():
+            part[f"plain_{mode}"] = [{k: v * f for k, v in p.items()} for p in plain]
+    return dict(run, layout="twin")
+
+
+def test_a_twin_run_compares_each_mode_with_the_plain_process_beside_it():
+    """In a twin run plain torch_xla runs twice a round, once beside full's process and once beside lean's:
+    each mode's ratio is over its own neighbour, never the other's."""
+    run = _twin(_run(lean=1.02, full=1.02), {"full": 1.0, "lean": 1.02})
+    got = {f.label: f.ratios(run) for f in pool.FIGURES}
+    assert got["Adam loop (9 ms), lean"] == pytest.approx([1.0] * 4)
+    assert got["Adam loop (9 ms), full"] == pytest.approx([1.02] * 4)
+    assert got["big model first two steps, lean wall"] == pytest.approx([1.0] * 4)
+    assert got["2-layer first two steps, full wall"] == pytest.approx([1.02] * 4)
+    assert pool.meets(run) and pool.layout(run) == "twin" and pool.layout(_run(1.0)) == "turns"
+
+
+def test_runs_of_different_layouts_are_pooled_apart():
+    """Taking turns on two cores and running side by side on one core each are different measurements."""
+    turns, twin = _run(1.0), _twin(_run(1.0), {"full": 1.0, "lean": 1.0})
+    out = pool.report([turns, twin, twin], ["T", "W1", "W2"], reps=50)
+    first, second = out.split("\n\n")
+    assert "1 runs: T (" in first and "TWIN LAYOUT" not in first
+    assert "TWIN LAYOUT" in second and "2 runs: W1 (" in second and "T (" not in second
+
+
+def test_a_twin_run_pins_its_processes_to_one_core_each():
+    """on_core starts a child on one core (before torch_xla sizes its thread pools); pin moves every thread."""
+    import os
+
+    import bench_capture_overhead as bench
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores")
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    child = subprocess.Popen([sys.executable, "-c", "import threading, sys; "
+                              "threading.Thread(target=sys.stdin.read, daemon=True).start(); print('up', flush=True); "
+                              "sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=bench.on_core(cores[0]))
+    try:
+        assert child.stdout.readline().strip() == "up"  # (its second thread started)
+        assert os.sched_getaffinity(child.pid) == {cores[0]}
+        bench.pin(child.pid, cores[1])
+        tids = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+        assert len(tids) >= 2 and all(os.sched_getaffinity(t) == {cores[1]} for t in tids)
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+    assert bench.on_core(None) is None
