@@ -49,7 +49,7 @@ says how often they meet each goal.
                                                 [--loop-ms 9] [--short-ms 3] [--loop-blocks N] [--short-blocks N]
                                                 [--repeats 6] [--big-layers 12] [--big-repeats 3]
                                                 [--own-rounds 8] [--skip-steady] [--explain] [--explain-big]
-                                                [--null] [--json OUT]
+                                                [--null] [--layout twin|turns] [--twin-others 2] [--json OUT]
 
 ``--json OUT`` also saves every round's raw times, so runs can be pooled (``pool_overhead.py``).
 """
