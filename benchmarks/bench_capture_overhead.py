@@ -57,6 +57,7 @@ says how often they meet each goal.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -429,6 +430,19 @@ class LiveWorker:
         self.stderr.close()
 
 
+@contextlib.contextmanager
+def live_workers(workers: dict[str, LiveWorker]):
+    """A group of live workers, started together (they warm up together): waits until each is set up, and
+    closes them all however the block ends."""
+    try:
+        for w in workers.values():
+            w.wait_ready()
+        yield workers
+    finally:
+        for w in workers.values():
+            w.close()
+
+
 def turned(items: tuple, i: int) -> tuple:
     """``items`` in the order of round ``i``: who goes first turns round."""
     return items[i % len(items):] + items[:i % len(items)]
@@ -475,11 +489,8 @@ def steady_turns(rounds: int, steps: int, pairs: int, always_rounds: int,
     orders = list(itertools.permutations(modes))  # (who goes first, and who follows whom, turn round)
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     for _ in range(pairs):  # (a process's own layout in memory can make it a few % faster or slower)
-        workers = {m: LiveWorker(f"{worker_mode(m, null)}-loop", steps, wait=False, extra=blocks_args(blocks))
-                   for m in modes}  # (they warm up together)
-        for w in workers.values():
-            w.wait_ready()
-        try:
+        with live_workers({m: LiveWorker(f"{worker_mode(m, null)}-loop", steps, wait=False,
+                                          extra=blocks_args(blocks)) for m in modes}) as workers:
             for i in range(rounds):
                 turn: dict[str, dict] = {m: {} for m in modes}
                 for key in ("loop", "always", "short", "tiny"):  # (a loop's turns follow each other)
@@ -488,9 +499,6 @@ def steady_turns(rounds: int, steps: int, pairs: int, always_rounds: int,
                             turn[m].update(workers[m].run(key))
                 for m in modes:
                     runs[m].append(turn[m])
-        finally:
-            for w in workers.values():
-                w.close()
     return runs
 
 
@@ -503,11 +511,8 @@ def steady_twin(rounds: int, steps: int, pairs: int, always_rounds: int,
     its stdin, taking no CPU."""
     runs: dict[str, list[dict]] = {m: [] for m in ("plain_full", "plain_lean", "full", "lean")}
     for g in range(pairs):
-        workers = {m: LiveWorker(f"{worker_mode(m, null)}-loop", steps, wait=False, extra=blocks_args(blocks),
-                                 core=0 if m == "plain" else 1) for m in ("plain", "full", "lean")}
-        for w in workers.values():
-            w.wait_ready()
-        try:
+        with live_workers({m: LiveWorker(f"{worker_mode(m, null)}-loop", steps, wait=False, extra=blocks_args(blocks),
+                                          core=0 if m == "plain" else 1) for m in ("plain", "full", "lean")}) as workers:
             for i in range(rounds):
                 turn: dict[str, dict] = {m: {} for m in runs}
                 core = (g + i) % 2  # (plain's core this round)
@@ -523,9 +528,6 @@ def steady_twin(rounds: int, steps: int, pairs: int, always_rounds: int,
                         turn[mode].update(workers[mode].result())
                 for m in runs:
                     runs[m].append(turn[m])
-        finally:
-            for w in workers.values():
-                w.close()
     return runs
 
 
@@ -598,17 +600,12 @@ def compile_path(layers: int, repeats: int, kinds: tuple[str, ...], null: bool =
 def compile_twin(kind: str, layers: int, core: int, null: bool) -> tuple[dict, dict]:
     """Plain torch_xla's fresh process on ``core`` and ``kind``'s on the other, each set up, then both cells
     started together: (plain's times, ``kind``'s)."""
-    workers = [LiveWorker(f"{worker_mode(k, null)}-compile", 0, wait=False, core=c,
-                          extra=("--layers", str(layers), "--wait-go")) for k, c in (("plain", core), (kind, 1 - core))]
-    try:
-        for w in workers:
-            w.wait_ready()
-        for w in workers:
+    with live_workers({k: LiveWorker(f"{worker_mode(k, null)}-compile", 0, wait=False, core=c,
+                                     extra=("--layers", str(layers), "--wait-go"))
+                       for k, c in (("plain", core), (kind, 1 - core))}) as workers:
+        for w in workers.values():
             w.start()
-        return workers[0].result(), workers[1].result()
-    finally:
-        for w in workers:
-            w.close()
+        return workers["plain"].result(), workers[kind].result()
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ import tempfile
 import time
 
 from bench_capture_overhead import LOOP, LOOP_BLOCKS, SHORT_BLOCKS, SHORT_LOOP, SHORT_STEPS, LiveWorker, _shell, \
-    loops_setup, pin, spread, turned
+    live_workers, loops_setup, pin, spread, turned
 from pool_overhead import inherited_pjrt, pjrt_text, steady_ratios
 
 KINDS = ("plain", "lines", "debug1", "lean-plain", "lean-xla")  # (the default)
@@ -95,11 +95,8 @@ def main() -> None:
         turns.update({f"plain_{k}": [] for k in kinds[1:]})
     extra = ("--loop", args.loop, "--loop-blocks", str(args.loop_blocks), "--short-blocks", str(args.short_blocks))
     for g in range(args.groups):
-        workers = {k: LiveWorker(k, steps, script=__file__, wait=False, core=int(k != "plain") if args.twin else None,
-                                 extra=extra) for k in kinds}
-        for w in workers.values():
-            w.wait_ready()
-        try:
+        with live_workers({k: LiveWorker(k, steps, script=__file__, wait=False, extra=extra,
+                                         core=int(k != "plain") if args.twin else None) for k in kinds}) as workers:
             for i in range(args.rounds):
                 if not args.twin:
                     for k in turned(kinds, i):
@@ -113,9 +110,6 @@ def main() -> None:
                     workers[k].start()
                     turns[f"plain_{k}"].append(workers["plain"].result())
                     turns[k].append(workers[k].result())
-        finally:
-            for w in workers.values():
-                w.close()
     plain = turns["plain"] or turns[f"plain_{kinds[-1]}"]
     print(f"{args.loop} loop ({steps} steps, {blocks[args.loop == 'short']} blocks): plain "
           f"{statistics.median(t[key] for t in plain) / steps * 1e3:.2f} ms/step; "
