@@ -8,7 +8,9 @@ capture's real cost is about 1%: pooled rounds say where a figure is, and how su
 that one more run meets each goal, and every goal, is estimated the same way (a run's parts drawn from
 these runs, their rounds resampled): how often three runs in a row can be expected. Null runs
 (``--null``: plain torch_xla in every place) are pooled apart: their figures are what the noise alone gives
-a mode that costs nothing, so their chances are the most any capture can expect here.
+a mode that costs nothing, so their chances are the most any capture can expect here. Runs of the two
+layouts (``--layout twin``: plain and the mode side by side, one core each; ``turns``) are pooled apart too:
+they measure on one core and on two.
 
     python benchmarks/pool_overhead.py RUN.json [RUN.json ...] [--bootstrap 4000]
 """
