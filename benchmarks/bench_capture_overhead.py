@@ -443,6 +443,17 @@ def live_workers(workers: dict[str, LiveWorker]):
             w.close()
 
 
+def side_by_side(plain: LiveWorker, other: LiveWorker, core: int, plain_what: str = "go",
+                 other_what: str = "go") -> tuple[dict, dict]:
+    """One twin turn: plain torch_xla's worker onto ``core`` and the other onto the other core, both turns
+    started together; (plain's times, the other's)."""
+    pin(plain.proc.pid, core)
+    pin(other.proc.pid, 1 - core)
+    plain.start(plain_what)
+    other.start(other_what)
+    return plain.result(), other.result()
+
+
 def turned(items: tuple, i: int) -> tuple:
     """``items`` in the order of round ``i``: who goes first turns round."""
     return items[i % len(items):] + items[:i % len(items)]
@@ -517,15 +528,13 @@ def steady_twin(rounds: int, steps: int, pairs: int, always_rounds: int,
                 turn: dict[str, dict] = {m: {} for m in runs}
                 core = (g + i) % 2  # (plain's core this round)
                 for mode in turned(("full", "lean"), g + i):
-                    pin(workers["plain"].proc.pid, core)
-                    pin(workers[mode].proc.pid, 1 - core)
                     for key in ("loop", "always", "short", "tiny"):
                         if key == "always" and not (mode == "full" and i < always_rounds):
                             continue
-                        workers["plain"].start("loop:always" if key == "always" else key)
-                        workers[mode].start(key)
-                        turn[f"plain_{mode}"].update(workers["plain"].result())
-                        turn[mode].update(workers[mode].result())
+                        plain, other = side_by_side(workers["plain"], workers[mode], core,
+                                                    "loop:always" if key == "always" else key, key)
+                        turn[f"plain_{mode}"].update(plain)
+                        turn[mode].update(other)
                 for m in runs:
                     runs[m].append(turn[m])
     return runs
@@ -603,9 +612,7 @@ def compile_twin(kind: str, layers: int, core: int, null: bool) -> tuple[dict, d
     with live_workers({k: LiveWorker(f"{worker_mode(k, null)}-compile", 0, wait=False, core=c,
                                      extra=("--layers", str(layers), "--wait-go"))
                        for k, c in (("plain", core), (kind, 1 - core))}) as workers:
-        for w in workers.values():
-            w.start()
-        return workers["plain"].result(), workers[kind].result()
+        return side_by_side(workers["plain"], workers[kind], core)
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ import tempfile
 import time
 
 from bench_capture_overhead import LOOP, LOOP_BLOCKS, SHORT_BLOCKS, SHORT_LOOP, SHORT_STEPS, LiveWorker, _shell, \
-    live_workers, loops_setup, pin, spread, turned
+    live_workers, loops_setup, side_by_side, spread, turned
 from pool_overhead import inherited_pjrt, pjrt_text, steady_ratios
 
 KINDS = ("plain", "lines", "debug1", "lean-plain", "lean-xla")  # (the default)
@@ -104,12 +104,9 @@ def main() -> None:
                     continue
                 core = (g + i) % 2
                 for k in turned(kinds[1:], i):
-                    pin(workers["plain"].proc.pid, core)
-                    pin(workers[k].proc.pid, 1 - core)
-                    workers["plain"].start()
-                    workers[k].start()
-                    turns[f"plain_{k}"].append(workers["plain"].result())
-                    turns[k].append(workers[k].result())
+                    plain, other = side_by_side(workers["plain"], workers[k], core)
+                    turns[f"plain_{k}"].append(plain)
+                    turns[k].append(other)
     plain = turns["plain"] or turns[f"plain_{kinds[-1]}"]
     print(f"{args.loop} loop ({steps} steps, {blocks[args.loop == 'short']} blocks): plain "
           f"{statistics.median(t[key] for t in plain) / steps * 1e3:.2f} ms/step; "
