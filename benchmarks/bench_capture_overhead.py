@@ -157,6 +157,7 @@ for _ in range(2):
 xm.wait_device_ops()
 """
 TINY_SYNCS = 1000
+LOOP_STEPS = 200  # the Adam loop's steps a turn (``--steps``)
 SHORT_STEPS = 600  # (about 3 ms a step here: as long a turn as the 200-step loop's)
 
 
@@ -627,7 +628,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5, help="pairs of processes in (a)")
     parser.add_argument("--always-rounds", type=int, default=2,
                         help="rounds of each pair that also time --track-lines always (a2)")
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=LOOP_STEPS)
     parser.add_argument("--loop-ms", type=float, default=9.0,
                         help="the Adam loop's step time to size its model for, in plain torch_xla (the issue's 9 ms)")
     parser.add_argument("--short-ms", type=float, default=3.0,

@@ -35,13 +35,13 @@ import sys
 import tempfile
 import time
 
-from bench_capture_overhead import LOOP, LOOP_BLOCKS, SHORT_BLOCKS, SHORT_LOOP, SHORT_STEPS, LiveWorker, _shell, \
-    live_workers, loops_setup, side_by_side, spread, turned
+from bench_capture_overhead import LOOP, LOOP_BLOCKS, LOOP_STEPS, SHORT_BLOCKS, SHORT_LOOP, SHORT_STEPS, LiveWorker, \
+    _shell, live_workers, loops_setup, side_by_side, spread, turned
 from pool_overhead import inherited_pjrt, pjrt_text, steady_ratios
 
 KINDS = ("plain", "lines", "debug1", "lean-plain", "lean-xla")  # (the default)
 MORE_KINDS = ("debug2", "full-plain", "full-xla")
-LOOPS = {"short": (SHORT_LOOP, SHORT_STEPS), "adam": (LOOP, 200)}  # (bench_capture_overhead's loops)
+LOOPS = {"short": (SHORT_LOOP, SHORT_STEPS), "adam": (LOOP, LOOP_STEPS)}  # (bench_capture_overhead's loops)
 
 
 def worker(kind: str, loop: str, blocks: tuple[int, int]) -> None:
