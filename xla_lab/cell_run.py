@@ -1,4 +1,5 @@
-"""One run of a ``%%xla`` cell, start to end: compile the cell's code, record it (``CellRecorder``),
+"""One run of a ``%%xla`` cell, start to end: compile the cell's code as IPython would
+(``cell_code``), record it (``CellRecorder``),
 run it in the notebook's namespace, sync what it left pending, repair tensors a failed graph lost,
 and add the capture to the session's history. The result is a ``CellRun`` (the capture, the value of
 the last expression, the error to raise as the cell's); ``magics.py`` only parses options and
@@ -12,7 +13,6 @@ when the compile returns, inside xla_lab); a held interrupt becomes the cell's K
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import re
 import sys
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from xla_lab.capture.analysis import CellFiles
+from xla_lab.cell_code import compile_cell
 from xla_lab.capture.records import CellCapture
 from xla_lab.interrupts import HeldInterrupts
 from xla_lab.profile.session import DEFAULT_STEPS as DEFAULT_PROFILE_STEPS
@@ -62,13 +63,8 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
     ``progress(recorder)``: starts a live view of compiles and returns something with ``stop()``."""
     __tracebackhide__ = True  # noqa: F841
     count = prompt_of(shell, info)
-    filename = shell.compile.cache(source, count)  # registers the source for tracebacks
-    tree = ast.parse(source, filename=filename)  # (cells were checked by hooks.check_xla_cell_syntax)
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    body = compile(tree, filename, "exec", flags=shell.compile.flags, dont_inherit=True)
-    expr = None
-    if last is not None:
-        expr = compile(ast.Expression(last.value), filename, "eval", flags=shell.compile.flags, dont_inherit=True)
+    filename = shell.compile.cache(source, count)  # registers the user's lines for tracebacks
+    code = compile_cell(shell, source, filename)  # (hooks.check_xla_cell_syntax raised its SyntaxError)
     watch = None
     with HeldInterrupts(RECORDING_NOTE) as held:
         session.absorb_outside_work()  # e.g. silent executions since the last cell
@@ -86,9 +82,9 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         error = KeyboardInterrupt("interrupted before the cell's code ran")
     else:
         try:
-            exec(body, shell.user_ns)
-            if expr is not None:
-                result = eval(expr, shell.user_ns)
+            exec(code.body, shell.user_ns)
+            if code.value is not None:
+                result = eval(code.value, shell.user_ns)
         except BaseException as exc:  # KeyboardInterrupt too: record, then raise as the cell's
             error = exc
     with HeldInterrupts(RECORDING_NOTE) as held:

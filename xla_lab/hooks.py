@@ -21,9 +21,6 @@ from xla_lab.interrupts import HeldInterrupts
 
 WAIT_NOTE = ("a precompile job is compiling and cannot be interrupted; the interrupt reaches the cell "
              "when the job ends (the cell will not run)")
-# ``%xla`` commands that only read or steer xla_lab's own state: they need not wait for a job
-_READ_ONLY = {"status", "history", "show"}
-_READ_ONLY_QUEUE = {"status", "pause", "resume", "clear"}
 
 
 def _queue():
@@ -77,7 +74,8 @@ class ForegroundGate:
 
 
 def _reads_only_xla_state(tree: ast.AST) -> bool:
-    """Is this execution just ``%xla queue`` / ``%xla history`` / ``%xla show ...``?"""
+    """Is this execution just a ``%xla`` verb that reads or steers xla_lab's own state (``%xla queue``,
+    ``%xla history``, ``%xla show ...``: the verbs' table says which)?"""
     body = getattr(tree, "body", None)
     if not isinstance(body, list) or len(body) != 1 or not isinstance(body[0], ast.Expr):
         return False
@@ -87,8 +85,9 @@ def _reads_only_xla_state(tree: ast.AST) -> bool:
             and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in call.args[:2])
             and call.args[0].value == "xla"):
         return False
-    words = call.args[1].value.split() or ["status"]
-    return words[0] in _READ_ONLY or (words[0] == "queue" and (len(words) == 1 or words[1] in _READ_ONLY_QUEUE))
+    from xla_lab import verbs
+
+    return verbs.reads_only(call.args[1].value)
 
 
 def interrupted_cell(job: str) -> ast.Module:
@@ -110,22 +109,26 @@ GATE = ForegroundGate()
 
 def check_xla_cell_syntax(lines: list[str]) -> list[str]:
     """An input transformer (IPython's first, on the raw cell): a ``%%xla`` cell whose code does not
-    parse raises its SyntaxError here, before anything runs, so IPython shows it as it shows a plain
-    cell's (line and caret, no frames; ``error_before_exec``). Raised from the magic instead, it would
-    come with every frame of IPython's magic machinery and of xla_lab."""
+    parse once transformed as a plain cell's (``cell_code``) raises its SyntaxError here, before
+    anything runs, so IPython shows it as it shows a plain cell's (line and caret, no frames;
+    ``error_before_exec``). Raised from the magic instead, it would come with every frame of IPython's
+    magic machinery and of xla_lab."""
     if not lines or not lines[0].startswith("%%xla"):
         return lines
-    body = "".join(lines[1:])
-    try:
-        ast.parse(body)  # as the magic parses it
-    except SyntaxError as exc:
-        from IPython import get_ipython
+    from IPython import get_ipython
 
-        shell = get_ipython()
-        if shell is not None:  # name the cell as IPython will, so the error reads "Cell In[N], line L"
-            exc.filename = shell.compile.cache("".join(lines), shell.execution_count)
+    from xla_lab.cell_code import check_syntax
+
+    shell = get_ipython()
+    if shell is None:
+        return lines
+    try:
+        check_syntax(shell, "".join(lines[1:]))
+    except SyntaxError as exc:
+        # name the cell as IPython will, so the error reads "Cell In[N], line L" (L counts the %%xla line)
+        exc.filename = shell.compile.cache("".join(lines), shell.execution_count)
         if exc.lineno is not None:
-            exc.lineno += 1  # the %%xla line
+            exc.lineno += 1
             if exc.end_lineno is not None:
                 exc.end_lineno += 1
         raise

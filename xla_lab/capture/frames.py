@@ -51,7 +51,7 @@ def is_internal(file: str) -> bool:
     and the Jupyter kernel, or Python's standard library, rather than the model's own code (a cell, a local module, a
     library such as transformers or torchvision)?"""
     if file.startswith("<"):  # "<ipython-input-3-...>" is a cell; these are generated machinery:
-        return file.startswith(("<frozen ", "<eval_with_key>"))  # importlib, torch.fx's graph code
+        return file.startswith(_GENERATED)
     path = os.path.realpath(file)
     packages, stdlib = _internal_roots()
     if path.startswith(packages) or _INSTALLED_INTERNAL.search(path):
@@ -59,6 +59,9 @@ def is_internal(file: str) -> bool:
     return path.startswith(stdlib) and "/site-packages/" not in path and "/dist-packages/" not in path
 
 
+# importlib, torch.fx's graph code, and the code IPython's %time / %timeit compile from a cell's line (the
+# cell's frame below them names the line the user wrote)
+_GENERATED = ("<frozen ", "<eval_with_key>", "<timed exec>", "<timed eval>", "<magic-timeit>")
 # the same packages installed elsewhere (frames recorded in another environment: a saved capture)
 _INSTALLED_INTERNAL = re.compile(r"/(?:site|dist)-packages/(?:%s)/" % "|".join(_INTERNAL_PACKAGES))
 
