@@ -16,7 +16,7 @@ def send_full_capture(cell_id: str, execution_count: int | None, started_at: flo
     is opened): sent like the quiet message. Raises if the kernel no longer keeps the capture."""
     from xla_lab import session as session_mod
     from xla_lab.capture.prompts import PROMPTS
-    from xla_lab.magics import send_to_side_panel
+    from xla_lab.display import send_to_side_panel
     from xla_lab.view.panel import full_message
 
     s = session_mod.current()

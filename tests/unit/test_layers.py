@@ -1,8 +1,8 @@
 """The package's layers, checked from its source (every import, at module level or inside a function):
 data flows one way, and a module imports only modules below it in ``ORDER``:
 
-    settings < runtime, interrupts, compat < the layers < launch < session < cell_run < hooks < magics
-    < frontend < xla_lab (__init__)
+    settings < runtime, interrupts, compat < the layers < launch < session < fits < display < cell_code
+    < cell_run < verbs (a package) < hooks < magics < frontend < xla_lab (__init__)
 
 ``settings`` imports nothing of xla_lab's; the base modules (runtime, interrupts, compat) import only
 ``settings``; anyone may import either. Within the layers, ``hlo`` (pure analysis of XLA's text)
@@ -11,8 +11,10 @@ adds ``capture``; ``precompile`` and ``view`` add ``capture`` (``view`` also ``p
 imports the other, and views never import torch. The top-level modules above them tie them to
 IPython: ``launch`` (multi-process work: workers' environment) is used by the session and by a cell's
 run; ``session`` (one kernel's state) and ``cell_run`` (one cell's run, handed the session) do not
-import each other; ``hooks`` (IPython's events) runs cells; ``magics`` (%%xla, %xla) uses hooks;
-``frontend`` (what JupyterLab's extension calls) uses the magics' channel to the side panel; the
+import each other; ``display`` puts views in a terminal or a notebook and holds the side panel's
+channel; ``cell_code`` compiles a cell as IPython would; ``verbs`` is the table of %xla verbs;
+``hooks`` (IPython's events) asks the verbs which lines need not wait; ``magics`` (%%xla, %xla)
+dispatches; ``frontend`` (what JupyterLab's extension calls) uses the display's channel; the
 package's ``__init__`` (the public API, %load_ext) is the top, and nothing imports it. No module
 depends on itself through others."""
 
@@ -23,6 +25,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "xla_lab"
 LAYERS = "the layers"  # every module of hlo, capture, profile, precompile and view (ALLOWED orders them)
+PACKAGE_VERBS = "xla_lab.verbs"  # a package above the layers: its modules share its place and import each other
 ORDER = [  # lowest first: a module imports only modules of the entries before its own
     {"xla_lab.settings"},
     {"xla_lab.runtime", "xla_lab.interrupts", "xla_lab.compat"},
@@ -30,7 +33,10 @@ ORDER = [  # lowest first: a module imports only modules of the entries before i
     {"xla_lab.launch"},
     {"xla_lab.session"},
     {"xla_lab.fits"},
+    {"xla_lab.display"},
+    {"xla_lab.cell_code"},
     {"xla_lab.cell_run"},
+    {PACKAGE_VERBS},
     {"xla_lab.hooks"},
     {"xla_lab.magics"},
     {"xla_lab.frontend"},
@@ -81,25 +87,32 @@ def graph() -> dict[str, set[str]]:
 
 def layer(module: str) -> str | None:
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED) else None
+    return parts[1] if len(parts) >= 2 and parts[1] in ALLOWED else None
 
 
 def rank(module: str) -> int | None:
     """The entry of ``ORDER`` that holds ``module``."""
     if layer(module) is not None:
         return ORDER.index(LAYERS)
+    if module == PACKAGE_VERBS or module.startswith(PACKAGE_VERBS + "."):
+        module = PACKAGE_VERBS
     return next((i for i, entry in enumerate(ORDER) if entry != LAYERS and module in entry), None)
+
+
+def same_package(a: str, b: str) -> bool:
+    return rank(a) == rank(b) == ORDER.index({PACKAGE_VERBS})
 
 
 def test_every_module_has_its_place_in_the_order():
     """A new top-level module must be placed in ORDER (and the README's layout) to be checked."""
     assert [m for m in graph() if rank(m) is None] == []
     assert not [m for entry in ORDER if entry != LAYERS for m in entry if m not in graph()]
+    assert {"xla_lab.verbs.table", "xla_lab.verbs.queue"} <= set(graph())
 
 
 def test_every_module_imports_only_what_is_below_it():
     bad = [(module, d) for module, deps in graph().items() for d in deps
-           if not (rank(d) < rank(module) or rank(d) == rank(module) == ORDER.index(LAYERS))]
+           if not (rank(d) < rank(module) or rank(d) == rank(module) == ORDER.index(LAYERS) or same_package(d, module))]
     assert not bad, "imports against the order: " + ", ".join(f"{a} -> {b}" for a, b in sorted(bad))
 
 
