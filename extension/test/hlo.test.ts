@@ -26,6 +26,14 @@ describe("HLO tokens", () => {
     expect(tokenizeHloLine("ENTRY %main {")[0]).toEqual({ kind: "keyword", text: "ENTRY" });
   });
 
+  it("strips metadata by the rule both languages share (the golden)", () => {
+    const golden = JSON.parse(readFileSync(fileURLToPath(new URL("../../tests/fixtures/hlo/strip_metadata.json", import.meta.url)), "utf8"));
+    expect(golden.cases.length).toBeGreaterThan(5);
+    for (const c of golden.cases) {
+      expect(c.input.split("\n").map(stripMetadata).join("\n"), c.name).toBe(c.expected);
+    }
+  });
+
   it("strips metadata, braces inside strings included", () => {
     expect(stripMetadata(LINE)).toBe("  %fusion.3 = f32[4,8]{1,0} fusion(f32[4,8]{1,0} %p.1, f32[] %c), kind=kLoop, calls=%fused_computation.3");
     expect(stripMetadata('%a = f32[] add(%x, %y), metadata={op_name="a}b"}, sharding={replicated}')).toBe("%a = f32[] add(%x, %y), sharding={replicated}");

@@ -832,3 +832,18 @@ def test_parse_time(capsys):
               f" in {small * 1000:.1f} ms;"
               f" a {len(big.splitlines())}-line module ({len(big) // 1024} KiB) in {large * 1000:.0f} ms,"
               f" then its metadata in {read * 1000:.0f} ms")
+
+
+def test_strip_metadata_follows_the_rule_both_languages_share():
+    """The golden extension/test/hlo.test.ts reads too: a ``source_file`` with braces, escaped quotes,
+    nesting, groups left open (found: Python's regex left metadata whose source_file held a brace, the
+    TypeScript panel stripped it)."""
+    import json
+    from pathlib import Path
+
+    from xla_lab.hlo.parser import strip_metadata
+
+    golden = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "hlo" / "strip_metadata.json").read_text())
+    assert len(golden["cases"]) > 5
+    for case in golden["cases"]:
+        assert strip_metadata(case["input"]) == case["expected"], case["name"]

@@ -81,19 +81,28 @@ export function tokenizeHloLine(line: string, kernels?: ReadonlySet<string>): To
 }
 
 /** Drop `, metadata={...}` (source locations) from an HLO line, for reading and for diffing. */
+/**
+ * A line without its `, metadata={...}` groups: the one rule of both languages (xla_lab/hlo/parser.py strip_metadata;
+ * the golden tests/fixtures/hlo/strip_metadata.json). A group ends at the `}` closing its `{`, braces nest, quoted
+ * strings are opaque (a backslash escapes the next character), and a group left open runs to the end of the line.
+ */
 export function stripMetadata(line: string): string {
-  const k = line.indexOf(", metadata={");
-  if (k < 0) return line;
-  let depth = 0, j = k + ", metadata=".length;
-  for (; j < line.length; j++) {
-    const c = line[j];
-    if (c === '"') {
-      j++;
-      while (j < line.length && line[j] !== '"') j += line[j] === "\\" ? 2 : 1;
-    } else if (c === "{") depth++;
-    else if (c === "}" && --depth === 0) break;
+  const needle = ", metadata={";
+  let k = line.indexOf(needle);
+  while (k >= 0) {
+    let depth = 0, j = k + needle.length - 1;
+    for (; j < line.length; j++) {
+      const c = line[j];
+      if (c === '"') {
+        j++;
+        while (j < line.length && line[j] !== '"') j += line[j] === "\\" ? 2 : 1;
+      } else if (c === "{") depth++;
+      else if (c === "}" && --depth === 0) break;
+    }
+    line = line.slice(0, k) + line.slice(j + 1);
+    k = line.indexOf(needle, k);
   }
-  return line.slice(0, k) + line.slice(j + 1);
+  return line;
 }
 
 export type DiffOp = "same" | "del" | "add";
