@@ -92,10 +92,15 @@ lab: env
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
-test: env $(CHROMIUM)
-	cd $(EXT) && npm test --silent
-	$(PY) -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory test-2.8
+# Each part of the run is timed and has a wall-clock limit in minutes (tests/timed_parts.py prints the time
+# of each at the end); every test has a limit of its own too (pytest-timeout: pyproject.toml).
+test:
+	@$(PYTHON) tests/timed_parts.py \
+		"environments=25=$(MAKE) --no-print-directory env env-2.8 $(CHROMIUM)" \
+		"vitest=5=cd $(EXT) && npm test --silent" \
+		"main suite=40=$(PY) -m pytest tests $(PYTEST_ARGS)" \
+		"notebooks=20=$(PY) -m pytest notebooks $(NBVAL) $(PYTEST_ARGS)" \
+		"torch_xla 2.8 suite=30=$(PY28) -m pytest tests --ignore=tests/browser $(PYTEST_ARGS)"
 
 # Every test file alone, one pytest process each (tests/unit, then tests/kernel with the zoo; not the
 # browser's): a file that passes only after another file, or that runs no test (pytest's exit code 5),

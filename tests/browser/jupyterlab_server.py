@@ -4,12 +4,14 @@ alike)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -92,29 +94,93 @@ def jupyter_lab_with_extension(work: Path, root: Path, labext: Path, keep_log: P
                      keep_log=keep_log) as server:
         yield server
 
+# Every Playwright action and wait is bounded (Playwright enforces it outside the page, so a hung page
+# cannot stop it); commands and evaluations that await the page go through ``command`` / ``evaluate``.
+STEP_TIMEOUT_MS = 60_000
+COMMAND_TIMEOUT_MS = 120_000
+RUN_ALL_TIMEOUT_MS = 300_000  # notebook:run-all-cells settles once every cell has run (compiles included)
+
+
+class BrowserStepTimeout(AssertionError):
+    """A browser step did not finish within its limit: the message names the step, the screenshot taken
+    then and the end of the server's log."""
+
+
 @contextmanager
-def chromium_page(viewport: dict):
+def chromium_page(viewport: dict, *, artifacts: Path | None = None, server_log: Path | None = None):
     """A headless chromium page; ``page.errors`` collects page errors and dialogs (an alert() from user
-    text would land there, and is dismissed)."""
+    text would land there, and is dismissed). ``artifacts``: where a step that times out leaves its
+    screenshot; ``server_log``: the JupyterLab log whose end its message quotes."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=STEP_TIMEOUT_MS)
         ctx = browser.new_context(viewport=viewport)
+        ctx.set_default_timeout(STEP_TIMEOUT_MS)
         try:
-            yield new_tab(ctx)
+            yield new_tab(ctx, artifacts=artifacts, server_log=server_log)
         finally:
             ctx.close()
             browser.close()
 
 
-def new_tab(ctx):
+def new_tab(ctx, *, artifacts: Path | None = None, server_log: Path | None = None):
     """A page of ``ctx`` whose ``errors`` collects page errors and dialogs (dismissed)."""
     page = ctx.new_page()
     page.errors = []  # type: ignore[attr-defined]
+    page.step_artifacts = artifacts  # type: ignore[attr-defined]
+    page.server_log = server_log  # type: ignore[attr-defined]
     page.on("pageerror", lambda e: page.errors.append(str(e)))
     page.on("dialog", lambda d: (page.errors.append(f"dialog: {d.message}"), d.dismiss()))
     return page
+
+
+_STEPS = itertools.count()
+
+
+def evaluate(page, function: str, arg=None, *, what: str | None = None, timeout_ms: int = STEP_TIMEOUT_MS):
+    """``page.evaluate(function, arg)`` with a limit. Playwright's own evaluate awaits the function's
+    promise with none: here the page starts it and keeps its outcome, and Playwright polls for that
+    outcome with ``timeout_ms`` (a promise that never settles fails the step, with a screenshot)."""
+    key = f"s{next(_STEPS)}"
+    page.evaluate("""([arg, key]) => {
+        const steps = (window.__xlaLabSteps ??= {});
+        steps[key] = {state: "pending"};
+        Promise.resolve().then(() => (%s)(arg)).then(
+            (value) => { steps[key] = {state: "done", value}; },
+            (error) => { steps[key] = {state: "failed", error: String(error?.stack ?? error)}; });
+    }""" % function, [arg, key])
+    try:
+        page.wait_for_function("key => window.__xlaLabSteps?.[key]?.state !== 'pending'", arg=key, timeout=timeout_ms)
+    except Exception as exc:  # (playwright's TimeoutError, or the page went away)
+        step_failed(page, f"{what or 'evaluating ' + repr(function[:80])} did not finish within {timeout_ms / 1000:.0f} s "
+                          f"({type(exc).__name__})")
+    outcome = page.evaluate("key => { const s = window.__xlaLabSteps[key]; delete window.__xlaLabSteps[key]; return s; }", key)
+    if outcome["state"] == "failed":
+        raise AssertionError(f"{what or 'the page function'} failed in the page: {outcome['error']}")
+    return outcome.get("value")
+
+
+def command(page, name: str, args: dict | None = None, *, timeout_ms: int = COMMAND_TIMEOUT_MS) -> None:
+    """Run JupyterLab command ``name`` as the app's command registry does, bounded (``evaluate``)."""
+    evaluate(page, "([name, args]) => window.jupyterapp.commands.execute(name, args ?? {})", [name, args],
+             what=f"the JupyterLab command {name}", timeout_ms=timeout_ms)
+
+
+def step_failed(page, message: str):
+    """Raise BrowserStepTimeout with a screenshot of the page and the end of the server's log."""
+    artifacts = getattr(page, "step_artifacts", None) or Path(tempfile.gettempdir()) / "xla-lab-browser-steps"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shot = artifacts / f"timed_out_{time.strftime('%H%M%S')}_{next(_STEPS)}.png"
+    try:
+        page.screenshot(path=str(shot), timeout=15_000)
+    except Exception as exc:
+        shot = f"(no screenshot: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    log = getattr(page, "server_log", None)
+    tail = ""
+    if log is not None and Path(log).exists():
+        tail = "\n".join(Path(log).read_text(errors="replace").splitlines()[-40:])
+    raise BrowserStepTimeout(f"{message}; screenshot: {shot}; the server log ends:\n{tail or '(no log)'}")
 
 
 def write_notebook(path: Path, cells) -> None:

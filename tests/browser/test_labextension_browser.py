@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyterlab_server import assert_legible, chromium_page, jupyter_lab_with_extension, open_notebook, write_notebook
+from jupyterlab_server import (RUN_ALL_TIMEOUT_MS, BrowserStepTimeout, assert_legible, chromium_page, command, evaluate,
+                               jupyter_lab_with_extension, open_notebook, write_notebook)
 from test_panel_browser import FIRST_RENDER_GOAL_MS  # skips as that module does
 
 pytestmark = pytest.mark.browser
@@ -82,17 +83,13 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(lab):
-    with chromium_page({"width": 1600, "height": 1000}) as pg:
+    with chromium_page({"width": 1600, "height": 1000}, artifacts=ARTIFACTS, server_log=lab["log"]) as pg:
         yield pg
 
 
 def _shot(target, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     target.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-
-
-def _command(page, command: str) -> None:
-    page.evaluate("c => window.jupyterapp.commands.execute(c)", command)
 
 
 def _wait_idle(page, timeout=240_000) -> None:
@@ -122,7 +119,7 @@ def test_xla_lab_side_panel(lab, page):
 
 def _drive(lab, page):
     open_notebook(page, lab, NB)
-    _command(page, "notebook:run-all-cells")
+    command(page, "notebook:run-all-cells", timeout_ms=RUN_ALL_TIMEOUT_MS)
     _wait_idle(page)
     # run the train cell again: the short batch makes it compile again (run 2)
     page.locator(".jp-Notebook .jp-Cell").nth(TRAIN).locator(".jp-InputPrompt").click()
@@ -177,7 +174,7 @@ def _drive(lab, page):
     side.locator(".xla-lab-select-a").select_option(a_id)
     side.locator(".xla-lab-select-b").select_option(b_id)
     # the side panel fits its width, Compare choices (long labels) included: nothing scrolls sideways
-    overflow = page.evaluate("""() => [...document.querySelectorAll('#xla-lab-sidebar, #xla-lab-sidebar *')]
+    overflow = evaluate(page, """() => [...document.querySelectorAll('#xla-lab-sidebar, #xla-lab-sidebar *')]
         .filter((el) => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'hidden'
                         && el.tagName !== 'SELECT' && el.tagName !== 'OPTION')
         .map((el) => `${el.className} ${el.scrollWidth}>${el.clientWidth}`)""")
@@ -206,7 +203,7 @@ def _drive(lab, page):
     cmp.locator(".xla-tab[data-tab='cmp-0']").click()
 
     # click a node through to its source line: scroll the notebook away first
-    page.evaluate("() => { for (const el of document.querySelectorAll('.jp-Notebook, .jp-WindowedPanel-outer')) el.scrollTop = 1e7; }")
+    evaluate(page, "() => { for (const el of document.querySelectorAll('.jp-Notebook, .jp-WindowedPanel-outer')) el.scrollTop = 1e7; }")
     page.wait_for_timeout(300)
     cell = page.locator(".jp-Notebook .jp-Cell").nth(TRAIN)
     node = cmp.locator("g.node.xla-node").filter(has_text=re.compile(r"addmm|mse|mean|pow|sub|relu")).first
@@ -247,10 +244,10 @@ def _drive(lab, page):
     _shot(page, "06_big_graph")
 
     # save, then open a copy without running it: the panel lists the saved captures
-    page.evaluate("""async () => {
+    evaluate(page, """async () => {
         const app = window.jupyterapp;
         for (const w of app.shell.widgets('main')) if (w.hasClass('jp-NotebookPanel')) await w.context.save();
-    }""")
+    }""", what="saving the notebooks")
     saved = json.loads((lab["dir"] / NB).read_text())
     payloads = [o["data"]["application/vnd.xla-lab.capture+json"] for c in saved["cells"] for o in c.get("outputs", [])
                 if "application/vnd.xla-lab.capture+json" in o.get("data", {})]
@@ -290,3 +287,29 @@ def _drive(lab, page):
     page.locator("#xla-lab-detail[data-mode='step'] .xla-graph[data-rendered='svg']").wait_for(state="attached", timeout=60_000)
     _shot(page, "07_reopened")
     assert not [e for e in page.errors if "xla" in e.lower() or "dialog" in e], page.errors
+
+
+def test_a_command_that_never_returns_fails_within_its_limit(lab, page):
+    """Found: a fresh clone's suite sat 17 minutes in Playwright's evaluate of
+    ``commands.execute("notebook:run-all-cells")``, which awaits the command's promise with no limit.
+    Every command and evaluation now has one: a command whose promise never settles fails its step in
+    time, with a screenshot and the end of the server's log."""
+    import time
+
+    page.goto(f"{lab['url']}/lab?reset&token={lab['token']}")
+    page.wait_for_function("() => window.jupyterapp?.commands !== undefined", timeout=90_000)
+    evaluate(page, "() => { if (!window.jupyterapp.commands.hasCommand('xla-lab-test:never')) "
+                   "window.jupyterapp.commands.addCommand('xla-lab-test:never', {execute: () => new Promise(() => {})}); }")
+    started = time.monotonic()
+    with pytest.raises(BrowserStepTimeout) as info:
+        command(page, "xla-lab-test:never", timeout_ms=3_000)
+    took = time.monotonic() - started
+    message = str(info.value)
+    assert took < 30, took
+    assert "the JupyterLab command xla-lab-test:never did not finish within 3 s" in message
+    shot = Path(message.split("screenshot: ", 1)[1].split(";", 1)[0])
+    assert shot.parent == ARTIFACTS and shot.stat().st_size > 1000
+    assert "the server log ends:" in message and "Jupyter" in message.split("the server log ends:", 1)[1]
+    # a command that does finish is unaffected, and so is a page function's value
+    command(page, "apputils:activate-command-palette", timeout_ms=10_000)
+    assert evaluate(page, "async (n) => n + 1", 41) == 42

@@ -89,7 +89,7 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(lab):
-    with chromium_page({"width": 1400, "height": 1000}) as pg:
+    with chromium_page({"width": 1400, "height": 1000}, artifacts=ARTIFACTS, server_log=lab["log"]) as pg:
         yield pg
 
 
@@ -137,7 +137,7 @@ def test_profile_tab_in_jupyterlab(lab, page):
 
 
 def test_live_queue_widget_in_jupyterlab(lab, page):
-    tab = new_tab(page.context)  # (JupyterLab's router would stop a second notebook's URL in the same page)
+    tab = new_tab(page.context, artifacts=ARTIFACTS, server_log=lab["log"])  # (JupyterLab's router would stop a second notebook's URL in the same page)
     try:
         _check_live_queue_widget(lab, tab)
     finally:

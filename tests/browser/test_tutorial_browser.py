@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyterlab_server import assert_legible, chromium_page, jupyter_lab_with_extension, open_notebook
-from test_labextension_browser import LABEXT, _command, _open_sidebar, _wait_idle  # (skips as that module does)
+from jupyterlab_server import (RUN_ALL_TIMEOUT_MS, assert_legible, chromium_page, command, evaluate, jupyter_lab_with_extension,
+                               open_notebook)
+from test_labextension_browser import LABEXT, _open_sidebar, _wait_idle  # (skips as that module does)
 
 pytestmark = pytest.mark.browser
 
@@ -47,7 +48,7 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(lab):
-    with chromium_page({"width": 1440, "height": 900}) as pg:
+    with chromium_page({"width": 1440, "height": 900}, artifacts=ARTIFACTS, server_log=lab["log"]) as pg:
         yield pg
 
 
@@ -67,7 +68,7 @@ def _prompts(page) -> set[int]:
 
 
 def _no_sideways_scroll(page) -> None:
-    overflow = page.evaluate("""() => [...document.querySelectorAll('#xla-lab-sidebar, #xla-lab-sidebar *')]
+    overflow = evaluate(page, """() => [...document.querySelectorAll('#xla-lab-sidebar, #xla-lab-sidebar *')]
         .filter((el) => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'hidden'
                         && el.tagName !== 'SELECT' && el.tagName !== 'OPTION')
         .map((el) => `${el.className} ${el.scrollWidth}>${el.clientWidth}`)""")
@@ -96,7 +97,7 @@ def _drive(lab, page):
     assert saved and all(r["origin"] == "saved" for r in saved), saved
 
     # run it: every cell then has its saved run and its live run, each listed once
-    _command(page, "notebook:run-all-cells")
+    command(page, "notebook:run-all-cells", timeout_ms=RUN_ALL_TIMEOUT_MS)
     _wait_idle(page)
     page.wait_for_timeout(1500)  # (the side panel reads outputs 250 ms after they change)
     runs = _runs(side)
@@ -151,7 +152,7 @@ def _drive(lab, page):
 
     # Run All again (no restart): the graphs are cache hits traced in the first run's prompts
     first_prompts = _prompts(page)
-    _command(page, "notebook:run-all-cells")
+    command(page, "notebook:run-all-cells", timeout_ms=RUN_ALL_TIMEOUT_MS)
     _wait_idle(page)
     page.wait_for_timeout(1500)
     now = _prompts(page)
