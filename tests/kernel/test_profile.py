@@ -157,7 +157,7 @@ def test_a_long_loop_is_profiled_for_its_first_steps_only(ip, xla_cell, profiled
     capture = xla_cell(loop, "-q --profile")
     assert len(capture.steps) == 26 and capture.profile["recorded_steps"] == 20
     assert [row["step"] for row in capture.profile["steps"]] == list(range(20))
-    assert {k.count for k in breakdown.kernel_times(capture)} == {20}  # every kernel, once per recorded step
+    assert {k.runs for k in breakdown.kernel_times(capture)} == {20}  # every kernel, once per recorded step
     assert any("profiled the first 20 of the cell's 26 steps" in n for n in capture.notes)
     from xla_lab.view.report import measured_totals
 
@@ -273,3 +273,31 @@ def test_panel_model_and_compare_of_two_profiled_runs(ip, xla_cell, profiled):
     assert panel_model(xla_cell("z = prof_x.sum()", "-q"))["profile"] is None
     html = capture_html(later)
     assert "measured time" in html and "dot" in html
+
+
+CHAIN = """prof_chain = prof_big.clone()
+for _ in range(4):
+    prof_chain = (prof_chain @ prof_big).tanh() / 30  # each step's input is the step before's output
+    torch_xla.sync()  # dispatched at once: the step's kernels wait for the step before"""
+
+
+def test_a_kernel_that_waits_for_its_inputs_is_timed_computing(ip, xla_cell, profiled):
+    """(Last in the module: the session keeps the raw profiles of the last 8 profiled cells, which the
+    export test reads.) On the async CPU client a step is dispatched while the one before runs, and its kernels start once
+    their inputs are ready: its ExecuteTime (dispatch to ready) holds that wait, its kernels' compute time
+    does not. The matmul's time per run is the same whether its step waited or not."""
+    xla_cell(CHAIN, "-q")  # (compiled first: both profiled runs are cached)
+    chained = xla_cell(CHAIN, "-q --profile")
+    alone = xla_cell(CHAIN.replace("torch_xla.sync()", "torch_xla.sync(); torch_xla._XLAC._xla_wait_device_ops([])"),
+                     "-q --profile")
+    rows = chained.profile["steps"]
+    assert len(rows) == 4 and all(r["wall_ns"] is not None for r in rows)
+    for row in rows + alone.profile["steps"]:
+        assert row["compute_ns"] + row["left_out_ns"] <= row["busy_ns"] <= row["wall_ns"] + 1, row
+    # the steps after the first waited behind the one before: their wall time holds it, compute does not
+    waited = [later["wall_ns"] - later["compute_ns"] for later in rows[1:]]
+    assert sum(waited) > 0.5 * sum(r["compute_ns"] for r in rows[:-1]), (waited, rows)
+    dot_chained, dot_alone = (next(k for k in breakdown.kernel_times(c) if k.name.startswith("dot"))
+                              for c in (chained, alone))
+    ratio = dot_chained.mean_ns / dot_alone.mean_ns
+    assert 0.5 <= ratio <= 2, (ratio, dot_chained, dot_alone)

@@ -79,3 +79,84 @@ def test_join_ends_no_kernel_after_its_execution_was_ready():
         record = join_profile([Plane("/host:CPU", [host, device, ends])], steps)
         assert [r["span_ns"] for r in record["steps"]] == spans, execute_s
         assert record["graphs"]["ha"]["kernels"]["dot.1"][1:] == dots, execute_s
+
+
+def _plane(dispatches, kernels, compiles=()):
+    """One host plane: dispatch events, kernels (name, start, duration, module), compile events."""
+    from xla_lab.profile.xplane import Event, Line, Plane
+
+    dispatch = "PjRtComputationClient::ExecuteComputation"
+    host = Line("python", [Event(dispatch, t, 1, {}) for t in dispatches]
+                + [Event("XLAGraphExecutor::Compile", start, end - start, {}) for start, end in compiles])
+    device = Line("tf_XLAPjRtCpuClient/1", [Event(n, s, d, {"hlo_module": m}) for n, s, d, m in kernels])
+    return Plane("/host:CPU", [host, device])
+
+
+def test_a_kernels_one_time_warm_up_is_left_out_of_its_time():
+    """Found: a cell's first profiled run read a 32x64 @ 64x64 matmul as 5x 6.01 ms: the process's first
+    matrix multiply ran 30 ms (oneDNN's gemm generates its kernels on first use), the other four 20-60
+    µs, and the mean made the kernel 200x slower than it is. The first run is left out, and said."""
+    from xla_lab.profile.join import StepInfo, join_profile
+
+    runs = [30e6, 40e3, 25e3, 30e3, 20e3]  # ns
+    starts = [10 + i * 40e6 for i in range(5)]
+    kernels = [("dot.5", s, d, "m.A") for s, d in zip(starts, runs)] + \
+              [("fusion", s + d + 10, 2e3, "m.A") for s, d in zip(starts, runs)]
+    steps = [StepInfo(i, "m.A", "ha", frozenset({"dot.5", "fusion"})) for i in range(5)]
+    record = join_profile([_plane([s - 5 for s in starts], kernels)], steps)
+    dot = record["graphs"]["ha"]["compute"]["dot.5"]
+    assert dot["runs"] == 4 and dot["compute_ns"] == sum(runs[1:]) and dot["left_out"] == {"warm-up": [1, 30e6]}
+    assert record["graphs"]["ha"]["kernels"]["dot.5"][0] == 5  # (the recorded runs are all kept)
+    assert record["graphs"]["ha"]["compute"]["fusion"]["left_out"] == {}
+    assert record["steps"][0]["left_out_ns"] == 30e6 and record["steps"][0]["compute_ns"] == 2e3
+    # a kernel whose runs all take long is not a warm-up; neither is a first run only a little slower
+    steady = [(n, s, 30e6 if n == "dot.5" else d, m) for n, s, d, m in kernels]
+    assert join_profile([_plane([s - 5 for s in starts], steady)], steps)["graphs"]["ha"]["compute"]["dot.5"]["runs"] == 5
+    mild = [(n, s, 300e3 if (n, s) == ("dot.5", starts[0]) else d, m) for n, s, d, m in kernels]
+    assert join_profile([_plane([s - 5 for s in starts], mild)], steps)["graphs"]["ha"]["compute"]["dot.5"]["runs"] == 5
+
+
+def test_runs_beside_a_compile_are_left_out_and_breakdown_says_so():
+    from xla_lab.profile.join import StepInfo, join_profile
+
+    kernels = [("dot.1", 10, 50, "m.A"), ("dot.1", 100, 10, "m.A"), ("dot.1", 200, 10, "m.A")]
+    steps = [StepInfo(i, "m.A", "ha", frozenset({"dot.1"})) for i in range(3)]
+    record = join_profile([_plane([5, 95, 195], kernels, compiles=[(0, 40)])], steps)
+    dot = record["graphs"]["ha"]["compute"]["dot.1"]
+    assert dot["runs"] == 2 and dot["compute_ns"] == 20 and dot["left_out"] == {"beside a compile": [1, 50]}
+
+
+def test_compute_time_shares_each_instant_and_never_exceeds_the_step():
+    """A step's kernels that run side by side share the instants they overlap: its compute time is the
+    union of its kernels' intervals, within its dispatch-to-ready time (ExecuteTime), whatever their sum.
+    Another step's kernels running then are that step's own (found: sharing with them halved the time of
+    a tiny matmul whose executions ran back to back)."""
+    from xla_lab.profile.join import StepInfo, join_profile
+
+    # step 0: two kernels side by side (0-100, 50-150), step 1 starts while step 0 runs (140-200)
+    kernels = [("a", 0, 100, "m.A"), ("b", 50, 100, "m.A"), ("c", 140, 60, "m.B")]
+    steps = [StepInfo(0, "m.A", "ha", frozenset({"a", "b"}), 160e-9), StepInfo(1, "m.B", "hb", frozenset({"c"}), 200e-9)]
+    record = join_profile([_plane([-5, 0], kernels)], steps)
+    first, second = record["steps"]
+    assert record["graphs"]["ha"]["compute"]["a"]["compute_ns"] == 50 + 50 / 2
+    assert record["graphs"]["ha"]["compute"]["b"]["compute_ns"] == 50 / 2 + 50
+    assert record["graphs"]["ha"]["compute"]["a"]["shared_ns"] == 25
+    assert first["compute_ns"] == 150 == first["busy_ns"] <= first["wall_ns"] == 160
+    assert second["compute_ns"] == 60 and second["wall_ns"] == 200
+    for row in record["steps"]:
+        assert row["compute_ns"] + row["left_out_ns"] <= row["busy_ns"] <= row["wall_ns"]
+
+
+def test_the_roofline_reads_as_a_share_of_the_roof_never_a_verdict():
+    from xla_lab.profile.breakdown import KernelTime, _roofline, fmt_share
+
+    tiny = KernelTime("h", "dot.5", "dot", 4, 4 * 30e3, 30e3, 1.0, flops=262_144, bytes=32_768)
+    _roofline(tiny, {"flops_per_s": 100e9, "bytes_per_s": 20e9})
+    assert tiny.roof == "compute" and tiny.roof_text == "8.7% of the compute roof"
+    slow = KernelTime("h", "dot.5", "dot", 1, 6e6, 6e6, 1.0, flops=262_144, bytes=32_768)
+    _roofline(slow, {"flops_per_s": 100e9, "bytes_per_s": 20e9})
+    assert slow.roof_text == "0.044% of the compute roof"
+    copy = KernelTime("h", "copy", "loop", 10, 10 * 2e3, 2e3, 1.0, flops=0, bytes=4096)
+    _roofline(copy, {"flops_per_s": 100e9, "bytes_per_s": 20e9})
+    assert copy.roof_text == "launch overhead, 10% of the memory roof"
+    assert [fmt_share(x) for x in (0.35, 0.035, 0.00012)] == ["35%", "3.5%", "0.012%"]

@@ -2,9 +2,13 @@
 reading), per aten op, per source line (cell lines and the model's own lines in files), per step.
 Pure functions of a profiled capture; every view renders these.
 
-A kernel's time is split evenly over its lines (and over its aten ops): XLA runs a fused kernel as
-one piece of code, so no finer split is measured. The shares of a kernel's lines add up to the
-kernel's time, and all lines to all kernels.
+A kernel's time is its *compute* time (``join.py``: each instant of its runs shared with its execution's
+runs going on beside it, without a one-time warm-up or runs beside a compile, which are shown apart),
+split evenly over its lines (and over its aten ops): XLA runs a fused kernel as one piece of code, so no
+finer split is measured. The shares of a kernel's lines add up to the kernel's time, and all lines to
+all kernels. A kernel's roofline reading is its achieved rate as a share of the roof it sits under at
+its arithmetic intensity ("0.01% of the compute roof"): the roof names where the ceiling is, the share
+whether the kernel is anywhere near it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ class KernelTime:
     name: str
     kind: str
     count: int
-    total_ns: float
+    total_ns: float  # compute time of its counted runs (each instant shared with the kernels beside it)
     longest_ns: float
     share: float  # of the cell's measured kernel time
     flops: int  # of one run (a kernel in a while loop's body runs trip-count times per execution)
@@ -33,16 +37,44 @@ class KernelTime:
     aten_ops: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     known: bool = True  # the kernel is in the graph's analysis (flops, bytes and lines are known)
+    runs: int = 0  # every recorded run, those left out of its time included
+    shared_ns: float = 0.0  # of its counted runs' intervals, the time other kernels ran beside them
+    left_out: dict[str, tuple[int, float]] = field(default_factory=dict)  # reason -> (runs, ns): not its time
     # roofline (None without peaks or analysis): achieved rates per run, the roof at the kernel's
     # arithmetic intensity, and what bounds it ("compute", "memory", "overhead")
     flops_per_s: float | None = None
     bytes_per_s: float | None = None
     roof_share: float | None = None  # achieved / attainable at this intensity
     bound: str | None = None
+    roof: str | None = None  # the roof at its intensity: "compute" or "memory" (None without peaks)
 
     @property
     def mean_ns(self) -> float:
-        return self.total_ns / self.count if self.count else 0.0
+        """How long a counted run took (its whole interval, kernels beside it or not): what the roofline's
+        rates are made of. ``total_ns`` is the runs' compute time, each instant shared with the kernels
+        of the same execution running beside it: what the kernel's share of the steps' time is made of."""
+        return (self.total_ns + self.shared_ns) / self.count if self.count else 0.0
+
+    @property
+    def roof_text(self) -> str:
+        """``0.01% of the compute roof``, ``35% of the memory roof``, ``launch overhead`` (a few µs a run):
+        the achieved rate against the roof the kernel sits under, never a verdict on its own."""
+        roof = self.roof or self.bound
+        share = f"{fmt_share(self.roof_share)} of the {roof} roof" if self.roof_share is not None and roof else ""
+        if self.bound == "overhead":
+            return "launch overhead" + (f", {share}" if share else "")
+        return share or (f"{self.bound}-bound" if self.bound else "")
+
+    @property
+    def left_out_text(self) -> str:
+        """What the kernel's time leaves out, e.g. ``first run 30.1 ms: a one-time warm-up, left out``."""
+        parts = []
+        for reason, (runs, ns) in self.left_out.items():
+            if reason == "warm-up":
+                parts.append(f"first run {fmt_ns(ns)}: a one-time warm-up, left out")
+            else:
+                parts.append(f"{runs} run{'s' if runs != 1 else ''} {reason} ({fmt_ns(ns)}), left out")
+        return "; ".join(parts)
 
 
 @dataclass
@@ -77,8 +109,13 @@ def kernel_times(capture, prompts=None) -> list[KernelTime]:
     for graph_hash, graph in (profile.get("graphs") or {}).items():
         art = artifacts.get(graph_hash)
         analysed = {k["name"]: k for k in (art.fusions or [])} if art is not None else {}
+        compute = graph.get("compute") or {}
         for name, (count, total, longest) in graph.get("kernels", {}).items():
             k = analysed.get(name)
+            measured = compute.get(name)  # (None: a profile saved before compute time was measured)
+            recorded = int(count)
+            if measured is not None:
+                count, total = measured["runs"], measured["compute_ns"]
             compiled_in = art.compiled_in if art is not None else None
 
             def now(lines: list[dict], compiled_in=compiled_in) -> list[dict]:  # as this run names them
@@ -88,7 +125,9 @@ def kernel_times(capture, prompts=None) -> list[KernelTime]:
             row = KernelTime(graph_hash, name, k["kind"] if k else "?", int(count), float(total), float(longest), 0.0,
                              int(k["flops"]) // runs if k else 0, int(k["bytes"]) // runs if k else 0,
                              now(k["lines"]) if k else [], now(k.get("model_lines") or []) if k else [],
-                             list(k["aten_ops"]) if k else [], list(k["sources"]) if k else [], known=k is not None)
+                             list(k["aten_ops"]) if k else [], list(k["sources"]) if k else [], known=k is not None,
+                             runs=recorded, shared_ns=float(measured["shared_ns"]) if measured else 0.0,
+                             left_out={r: (int(v[0]), float(v[1])) for r, v in (measured or {}).get("left_out", {}).items()})
             _roofline(row, peaks)
             rows.append(row)
     whole = sum(r.total_ns for r in rows)
@@ -111,12 +150,13 @@ def _roofline(row: KernelTime, peaks: dict | None) -> None:
     peak_flops, peak_bytes = peaks["flops_per_s"], peaks["bytes_per_s"]
     intensity = row.flops / row.bytes if row.bytes else float("inf")
     attainable = min(peak_flops, intensity * peak_bytes)
+    row.roof = "compute" if intensity * peak_bytes >= peak_flops else "memory"
     if row.bound is None:
-        row.bound = "compute" if intensity * peak_bytes >= peak_flops else "memory"
+        row.bound = row.roof
     if row.flops and attainable:
         row.roof_share = row.flops_per_s / attainable
     elif row.bytes:  # a kernel that only moves data: measured against the memory roof
-        row.roof_share = row.bytes_per_s / peak_bytes
+        row.roof, row.roof_share = "memory", row.bytes_per_s / peak_bytes
 
 
 def _line_key(ln: dict) -> tuple:
@@ -200,6 +240,15 @@ def compare(before, after, top: int = 30, after_kernels: list[KernelTime] | None
 
     return {"with": before.execution_count, "before_step_ns": per_step(before), "after_step_ns": per_step(after),
             "rows": rows[:top]}
+
+
+def fmt_share(x: float) -> str:
+    """A share with the digits a small one needs: 35%, 3.5%, 0.012%."""
+    if x >= 0.1:
+        return f"{x:.0%}"
+    if x >= 0.01:
+        return f"{x:.1%}"
+    return f"{x * 100:.2g}%"
 
 
 def fmt_ns(ns: float) -> str:

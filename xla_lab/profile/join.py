@@ -10,6 +10,10 @@ event per executed thunk on XLA's threads, named after the optimized HLO instruc
 from its start to the later of the two ends. Executions run one after another on a device (the next
 one waits for the buffers of the last), but a step is dispatched while the last may still run: a
 module's executions are told apart by a kernel that runs once in each (``_executions``).
+
+A kernel's *compute* time is its runs' intervals, each instant shared by its execution's runs going on
+then (``_attributed``), without the runs that are not the kernel's own time (``_left_out``: a one-time
+warm-up, a run beside a compile); a step's compute time is then at most its dispatch-to-ready time.
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ HOST = {"SyncTensorsGraphInternal": "sync_ns", "XLAGraphExecutor::Compile": "com
 WANTED = frozenset(DISPATCH) | frozenset(HOST) | {"StepMarker"}
 WANTED_STATS = frozenset({"hlo_module"})  # (end events are read bare and paired in order)
 TIMELINE_LIMIT = 20_000  # events kept for the timeline and the Chrome trace (the rest are counted)
+# A kernel's first run in the cell is a one-time warm-up, left out of its time, when it took this many times
+# the median of its other runs and this much longer: the first matrix multiply of a process ran 30-80 ms
+# where later ones ran 20-60 us (oneDNN's gemm generates its kernels on first use; plain torch_xla, no
+# profiler, does the same), and averaged in it made a tiny matmul read as 200x slower than it is.
+WARM_UP_RATIO = 10.0
+WARM_UP_MIN_NS = 1e6
+LEFT_OUT = ("warm-up", "beside a compile")  # why a kernel's run is left out of its compute time
 
 
 @dataclass
@@ -159,14 +170,65 @@ def _until_ready(group: list[_Kernel], dispatches: list[float], execute_s: float
         return group
     ready = dispatches[i] + execute_s * 1e9
     for k in group:
-        if k.start < ready < k.end:
-            k.end = ready
+        k.end = min(k.end, ready)
+        k.start = min(k.start, k.end)
     return group
 
 
+def _attributed(group: list[_Kernel]) -> dict[int, float]:
+    """Each kernel run's compute time in one execution: its interval, each instant shared evenly by the
+    execution's runs going on then (XLA's CPU client runs a graph's independent kernels side by side).
+    The execution's runs then add up to the union of their intervals, which lies within its
+    dispatch-to-ready time, however many ran at once. (Another execution's kernels running at the same
+    time are its own: each step's time is its own.)"""
+    edges = []
+    for k in group:
+        if k.end > k.start:
+            edges.append((k.start, 1, id(k)))
+            edges.append((k.end, -1, id(k)))
+    edges.sort(key=lambda e: (e[0], e[1]))
+    share: dict[int, float] = {}
+    running: set[int] = set()
+    last = None
+    for t, kind, key in edges:
+        if running and last is not None and t > last:
+            part = (t - last) / len(running)
+            for r in running:
+                share[r] = share.get(r, 0.0) + part
+        last = t
+        if kind > 0:
+            running.add(key)
+        else:
+            running.discard(key)
+    return share
+
+
+def _left_out(matched: list[tuple[StepInfo, list[_Kernel]]], compiles: list[tuple[float, float]]) -> dict[int, str]:
+    """Kernel runs whose time is not the kernel's (``LEFT_OUT``): a first run far slower than the kernel's
+    other runs (a one-time warm-up inside XLA's runtime), and runs that overlapped a compile (which
+    takes the same cores)."""
+    why: dict[int, str] = {}
+    runs: dict[tuple[str, str], list[_Kernel]] = {}
+    for step, group in matched:
+        for k in group:
+            runs.setdefault((step.graph_hash, k.name), []).append(k)
+            if any(start < k.end and k.start < end for start, end in compiles):
+                why[id(k)] = "beside a compile"
+    for ks in runs.values():
+        others = sorted(k.end - k.start for k in ks[1:] if id(k) not in why)
+        if not others or id(ks[0]) in why:
+            continue
+        median = others[len(others) // 2]
+        first = ks[0].end - ks[0].start
+        if first > WARM_UP_RATIO * median and first - median > WARM_UP_MIN_NS:
+            why[id(ks[0])] = "warm-up"
+    return why
+
+
 def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
-    """The profile record of a cell: per step (device span, busy time, kernel time, idle time
-    before it, host activity), per graph (each kernel's count, total and longest time), and a
+    """The profile record of a cell: per step (device span, busy time, kernel time, compute time,
+    dispatch-to-ready wall time, idle time before it, host activity), per graph (each kernel's count,
+    total and longest time as recorded, and its compute time with the runs left out of it), and a
     bounded timeline. Times are nanoseconds from the first event of the session."""
     kernels = kernel_events(planes)
     dispatches = sorted(ev.start_ns for _, events in _lanes(planes) for ev in events if ev.name in DISPATCH)
@@ -197,14 +259,17 @@ def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
         unmatched += 1
         unmatched_ns += sum(k.end - k.start for k in rest)
 
+    compiles = [(start, end) for start, end, key in host_events if key == "compile_ns"]
+    share = {key: ns for _, group in matched for key, ns in _attributed(group).items()}
+    left_out = _left_out(matched, compiles)
     graphs: dict[str, dict] = {}
     step_rows = []
     previous_end = t0
     for step, group in matched:
         graph = graphs.setdefault(step.graph_hash, {"module": group[0].module, "executions": 0, "kernels": {},
-                                                    "other": {}})
+                                                    "other": {}, "compute": {}})
         graph["executions"] += 1
-        kernel_ns = 0.0
+        kernel_ns = compute_ns = left_out_ns = 0.0
         intervals = []
         for k in group:
             duration = k.end - k.start
@@ -213,13 +278,30 @@ def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
             row[0] += 1
             row[1] += duration
             row[2] = max(row[2], duration)
-            if table is graph["kernels"]:
-                kernel_ns += duration
-                intervals.append((k.start, k.end))
+            if table is not graph["kernels"]:
+                continue
+            kernel_ns += duration
+            intervals.append((k.start, k.end))
+            mine = share.get(id(k), 0.0)
+            c = graph["compute"].setdefault(k.name, {"runs": 0, "compute_ns": 0.0, "shared_ns": 0.0, "left_out": {}})
+            reason = left_out.get(id(k))
+            if reason is None:
+                c["runs"] += 1
+                c["compute_ns"] += mine
+                c["shared_ns"] += max(0.0, duration - mine)
+                compute_ns += mine
+            else:
+                out = c["left_out"].setdefault(reason, [0, 0.0])
+                out[0] += 1
+                out[1] += duration
+                left_out_ns += mine
         first = min(k.start for k in group)
         last = max(k.end for k in group)
+        busy = _union(intervals)
+        wall = step.execute_s * 1e9 if step.execute_s is not None else None
         step_rows.append({"step": step.index, "graph_hash": step.graph_hash, "start_ns": first - t0,
-                          "span_ns": last - first, "busy_ns": _union(intervals), "kernel_ns": kernel_ns,
+                          "span_ns": last - first, "busy_ns": busy, "kernel_ns": kernel_ns,
+                          "compute_ns": compute_ns, "left_out_ns": left_out_ns, "wall_ns": wall,
                           "idle_before_ns": max(0.0, first - previous_end), "host": {}})
         previous_end = max(previous_end, last)
 

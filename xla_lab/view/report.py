@@ -334,7 +334,8 @@ class Profile:
 
 
 def measured_totals(capture) -> str:
-    """One line: how many executions were measured, device busy and idle time."""
+    """One line: how many executions were measured, their compute time (and what was left out of it),
+    device busy and idle time, and the executions' dispatch-to-ready time beside them."""
     from xla_lab.profile.breakdown import fmt_ns
 
     steps = capture.profile.get("steps", [])
@@ -343,8 +344,17 @@ def measured_totals(capture) -> str:
     recorded = capture.profile.get("recorded_steps")
     window = (f" (the first {recorded} of the cell's {len(capture.steps)} steps were recorded)"
               if recorded is not None and recorded < len(capture.steps) else "")
-    return (f"measured: {len(steps)} executions{window}, device busy {fmt_ns(busy)}, "
-            f"device idle between steps {fmt_ns(idle)} (waiting for Python, input, compiles)")
+    text = f"measured: {len(steps)} executions{window}"
+    if steps and all("compute_ns" in s for s in steps):
+        compute = sum(s["compute_ns"] for s in steps)
+        left_out = sum(s.get("left_out_ns", 0.0) for s in steps)
+        reasons = sorted({reason for g in capture.profile.get("graphs", {}).values()
+                          for c in (g.get("compute") or {}).values() for reason in c.get("left_out", {})})
+        words = {"warm-up": "one-time warm-ups", "beside a compile": "runs beside a compile"}
+        text += f", kernels computing {fmt_ns(compute)}" + (
+            f" (+{fmt_ns(left_out)} left out: {', '.join(words.get(r, r) for r in reasons)})" if left_out else "")
+    return (text + f"; device busy {fmt_ns(busy)}, "
+            f"idle between steps {fmt_ns(idle)} (waiting for Python, input, compiles)")
 
 
 def profile_lines(report: Report, top: int = 3) -> list[str]:
@@ -358,8 +368,9 @@ def profile_lines(report: Report, top: int = 3) -> list[str]:
     out = [measured_totals(report.capture)]
     for k in kernels[:top]:
         where = kernel_lines_text({"lines": k.lines, "model_lines": k.model_lines, "sources": k.sources})
-        bound = f", {k.bound}-bound" if k.bound else ""
-        out.append(f"  {k.share:5.1%} {k.name} ({k.count}x {fmt_ns(k.mean_ns)}{bound}) {where}".rstrip())
+        roof = f", {k.roof_text}" if k.roof_text else ""
+        left = f" [{k.left_out_text}]" if k.left_out else ""
+        out.append(f"  {k.share:5.1%} {k.name} ({k.count}x {fmt_ns(k.mean_ns)}{roof}){left} {where}".rstrip())
     for ln in report.profile_lines()[:top]:
         code = f"  {ln.code.strip()[:60]}" if ln.code else ""
         out.append(f"  {ln.label}: {ln.share:.1%} of kernel time{code}")

@@ -108,6 +108,10 @@ export interface ProfileKernel {
   graph_hash: string; name: string; kind: string; count: number; total_ns: number; mean_ns: number; longest_ns: number;
   share: number; flops: number; bytes: number; flops_per_s: number | null; bytes_per_s: number | null;
   roof_share: number | null; bound: string | null;
+  /** the Python side's roofline words ("0.01% of the compute roof"), so the tab and the summary say the same */
+  roof_text?: string | null;
+  /** every recorded run (count: those its time is made of); what its time leaves out, in words */
+  runs?: number | null; left_out_text?: string | null;
   /** cell lines, the model's lines and library frames, as a fusion kernel's (kernelLineText shows them) */
   lines: SourceRef[]; model_lines: SourceRef[]; sources: string[];
   /** an output saved before the lines were references: they as one text, shown as it is */
@@ -121,6 +125,10 @@ export interface ProfileLine {
 export interface ProfileStep {
   step: number; cache: string; start_ns: number; span_ns: number; busy_ns: number; kernel_ns: number;
   idle_before_ns: number; host: Record<string, number>; execute_s: number | null;
+  /** the step's kernels' compute time (each instant shared by the runs beside it; null: saved before it was measured) */
+  compute_ns?: number | null;
+  /** compute time of the runs left out of their kernels' time (one-time warm-ups, runs beside a compile) */
+  left_out_ns?: number | null;
 }
 export interface ProfileCompareRow {
   name: string; before_mean_ns: number | null; after_mean_ns: number | null; before_total_ns: number; after_total_ns: number;
@@ -495,14 +503,16 @@ export function parseProfile(v: unknown, path: string): Profile {
       longest_ns: num(ko.longest_ns ?? 0, `${p}.longest_ns`), share: num(ko.share, `${p}.share`), flops: num(ko.flops ?? 0, `${p}.flops`),
       bytes: num(ko.bytes ?? 0, `${p}.bytes`), flops_per_s: numOrNull(ko.flops_per_s, `${p}.flops_per_s`),
       bytes_per_s: numOrNull(ko.bytes_per_s, `${p}.bytes_per_s`), roof_share: numOrNull(ko.roof_share, `${p}.roof_share`),
-      bound: strOrNull(ko.bound, `${p}.bound`), ...profileKernelLines(ko, p) };
+      bound: strOrNull(ko.bound, `${p}.bound`), roof_text: strOrNull(ko.roof_text, `${p}.roof_text`),
+      runs: numOrNull(ko.runs, `${p}.runs`), left_out_text: strOrNull(ko.left_out_text, `${p}.left_out_text`), ...profileKernelLines(ko, p) };
   });
   const steps = arr(o.steps ?? [], `${path}.steps`).map((st, i) => {
     const p = `${path}.steps[${i}]`, so = obj(st, p);
     return { step: num(so.step, `${p}.step`), cache: str(so.cache ?? "?", `${p}.cache`), start_ns: num(so.start_ns, `${p}.start_ns`),
       span_ns: num(so.span_ns, `${p}.span_ns`), busy_ns: num(so.busy_ns, `${p}.busy_ns`), kernel_ns: num(so.kernel_ns, `${p}.kernel_ns`),
       idle_before_ns: num(so.idle_before_ns, `${p}.idle_before_ns`), host: numMap(so.host, `${p}.host`),
-      execute_s: numOrNull(so.execute_s, `${p}.execute_s`) };
+      execute_s: numOrNull(so.execute_s, `${p}.execute_s`), compute_ns: numOrNull(so.compute_ns, `${p}.compute_ns`),
+      left_out_ns: numOrNull(so.left_out_ns, `${p}.left_out_ns`) };
   });
   let compare: Profile["compare"] = null;
   if (o.compare != null) {

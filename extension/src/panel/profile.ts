@@ -20,7 +20,11 @@ export function renderProfile(p: Profile, timeline: readonly TimelineRow[], opts
   const busy = p.steps.reduce((a, st) => a + st.busy_ns, 0);
   const idle = p.steps.slice(1).reduce((a, st) => a + st.idle_before_ns, 0);
   const windowed = p.recorded_steps != null && p.cell_steps != null && p.recorded_steps < p.cell_steps;
-  el.append(h("p", null, `Measured: ${p.steps.length} executions, device busy ${fmtNs(busy)}` +
+  const computing = p.steps.every((st) => st.compute_ns != null) ? p.steps.reduce((a, st) => a + (st.compute_ns ?? 0), 0) : null;
+  const leftOut = p.steps.reduce((a, st) => a + (st.left_out_ns ?? 0), 0);
+  el.append(h("p", null, `Measured: ${p.steps.length} executions` +
+    (computing != null ? `, kernels computing ${fmtNs(computing)}` + (leftOut ? ` (+${fmtNs(leftOut)} left out: one-time warm-ups, runs beside a compile)` : "") : "") +
+    `, device busy ${fmtNs(busy)}` +
     (p.steps.length ? ` (${fmtNs(busy / p.steps.length)} per step)` : "") + `, device idle between steps ${fmtNs(idle)} (waiting for Python, input or compiles).` +
     (windowed ? ` The session recorded the cell's first ${p.recorded_steps} of ${p.cell_steps} steps (--profile-steps).` : "")));
   el.append(h("p", { class: "xla-muted" }, p.peaks
@@ -41,18 +45,27 @@ function kernelsTable(p: Profile, opts: ProfileOptions): HTMLElement {
   const kernelColor = opts.color ?? hashColor;
   // Eight columns, so the table fits a notebook's cell panel: the kind goes under the name, the
   // estimates share a cell, and so do the roofline's three figures.
-  const head = h("tr", null, ["kernel", "runs", "total", "mean", "share", "estimated", "roofline", "lines"].map((c) => h("th", null, c)));
+  const titles: Record<string, string> = {
+    runs: "the runs its time is made of (a one-time warm-up and runs beside a compile are left out, and said)",
+    total: "its compute time: each instant of its runs shared with the kernels of the same execution running beside it",
+    mean: "how long a run took, kernels beside it or not (the roofline's rates are made of it)",
+  };
+  const head = h("tr", null, ["kernel", "runs", "total", "mean", "share", "estimated", "roofline", "lines"].map((c) => h("th", titles[c] ? { title: titles[c] } : null, c)));
   const rows = p.kernels.map((k) => {
     const achieved = k.flops_per_s ? fmtCount(k.flops_per_s, "FLOP/s") : k.bytes_per_s != null ? `${fmtBytes(k.bytes_per_s)}/s` : "-";
     const tr = h("tr", { class: "xla-kernel-row", "data-kernel": k.name },
       h("td", null, h("span", { class: "xla-swatch", style: `background:${kernelColor(k.name)}` }), h("code", null, breakable(k.name)),
         h("div", { class: "xla-muted xla-kernel-kind" }, k.kind)),
-      h("td", { class: "xla-num" }, String(k.count)), h("td", { class: "xla-num" }, fmtNs(k.total_ns)),
+      h("td", { class: "xla-num", title: k.left_out_text ? `${k.runs ?? k.count} runs recorded; ${k.left_out_text}` : "runs recorded" },
+        String(k.count), k.left_out_text ? h("div", { class: "xla-muted xla-left-out" }, k.left_out_text) : null),
+      h("td", { class: "xla-num" }, fmtNs(k.total_ns)),
       h("td", { class: "xla-num" }, fmtNs(k.mean_ns)), h("td", { class: "xla-nowrap" }, bar(k.share), " ", fmtShare(k.share)),
       h("td", { class: "xla-num", title: "estimated from the HLO: floating-point operations, bytes read and written" },
         fmtCount(k.flops, "FLOP"), h("br"), fmtBytes(k.bytes)),
-      h("td", { class: "xla-num", title: "achieved rate, its share of this machine's peak, and what bounds the kernel" },
-        achieved, h("br"), fmtShare(k.roof_share), " ", h("span", { class: `xla-bound-${k.bound ?? "none"}` }, k.bound ?? "-")),
+      h("td", { class: "xla-num", title: "achieved rate, and its share of the roof the kernel sits under at its arithmetic intensity" },
+        achieved, h("br"), k.roof_text
+          ? h("span", { class: `xla-bound-${k.bound ?? "none"}` }, k.roof_text)
+          : [fmtShare(k.roof_share), " ", h("span", { class: `xla-bound-${k.bound ?? "none"}` }, k.bound ?? "-")]),
       h("td", null, k.lines_text ?? kernelLineLinks(k, opts.onSource)));
     if (opts.onKernel) tr.addEventListener("click", () => opts.onKernel!(k.name));
     return tr;
@@ -84,14 +97,14 @@ function linesBlock(title: string, lines: readonly ProfileLine[], opts: ProfileO
 function stepsTable(p: Profile): HTMLElement {
   const shown = p.steps.slice(0, 50);
   const t = h("table", { class: "xla-table xla-profile-steps" },
-    h("tr", null, ["step", "cache", "device busy", "span", "kernels (sum)", "idle before", "host: sync", "compile", "transfers", "ExecuteTime"].map((c) => h("th", null, c))),
+    h("tr", null, ["step", "cache", "computing", "device busy", "span", "kernels (sum)", "idle before", "host: sync", "compile", "transfers", "ExecuteTime"].map((c) => h("th", null, c))),
     shown.map((st) => h("tr", null, h("td", null, String(st.step)), h("td", { class: `xla-cache-${st.cache}` }, st.cache),
-      h("td", { class: "xla-num" }, fmtNs(st.busy_ns)), h("td", { class: "xla-num" }, fmtNs(st.span_ns)), h("td", { class: "xla-num" }, fmtNs(st.kernel_ns)),
+      h("td", { class: "xla-num" }, st.compute_ns == null ? "-" : fmtNs(st.compute_ns)), h("td", { class: "xla-num" }, fmtNs(st.busy_ns)), h("td", { class: "xla-num" }, fmtNs(st.span_ns)), h("td", { class: "xla-num" }, fmtNs(st.kernel_ns)),
       h("td", { class: "xla-num" }, fmtNs(st.idle_before_ns)), h("td", { class: "xla-num" }, fmtNs(st.host.sync_ns ?? 0)),
       h("td", { class: "xla-num" }, fmtNs(st.host.compile_ns ?? 0)), h("td", { class: "xla-num" }, fmtNs((st.host.to_device_ns ?? 0) + (st.host.from_device_ns ?? 0))),
       h("td", { class: "xla-num" }, st.execute_s == null ? "-" : fmtNs(st.execute_s * 1e9)))));
   const out = h("div", { class: "xla-scroll" }, t);
-  out.append(h("p", { class: "xla-muted" }, "Device busy: the union of the step's kernel times (XLA's CPU client runs independent kernels in parallel, so their sum can be larger). ExecuteTime (torch_xla's metric) also counts the dispatch." +
+  out.append(h("p", { class: "xla-muted" }, "Computing: the step's kernels' compute time, each instant shared by the kernels running then, without one-time warm-ups and runs beside a compile; it is at most ExecuteTime. Device busy: the union of the step's kernel times (XLA's CPU client runs independent kernels in parallel, so their sum can be larger). ExecuteTime (torch_xla's metric, dispatch to outputs ready) also counts the dispatch and any wait behind earlier executions." +
     (p.steps.length > shown.length ? ` ${p.steps.length - shown.length} more steps not listed.` : "")));
   return out;
 }

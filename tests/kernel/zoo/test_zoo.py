@@ -122,7 +122,8 @@ def test_eager_mode_says_ops_compiled_one_by_one(zoo_runs):
 @pytest.mark.parametrize("entry", [e for e in zoo.ZOO if e.name != "mlp_eager"], ids=lambda e: e.name)
 def test_profile_measures_every_step_and_kernel(ip, zoo_runs, entry):
     """%%xla --profile on each model of the zoo (its graphs cached by the runs above): every step
-    has device time, every kernel that ran is one the analysis knows, and line times add up."""
+    has device time, within its dispatch-to-ready time, every kernel that ran is one the analysis
+    knows, and line times add up."""
     import xla_lab
     from xla_lab.profile import breakdown
 
@@ -135,6 +136,11 @@ def test_profile_measures_every_step_and_kernel(ip, zoo_runs, entry):
     assert not [n for n in capture.notes if "profile" in n], capture.notes
     assert [r["step"] for r in profile["steps"]] == [s.index for s in capture.steps]
     assert all(r["busy_ns"] > 0 for r in profile["steps"])
+    # device time that agrees with the step: its kernels' compute time is at most its dispatch-to-ready time
+    for row, step in zip(profile["steps"], capture.steps):
+        assert row["compute_ns"] + row["left_out_ns"] <= row["busy_ns"], (entry.name, row)
+        assert row["wall_ns"] == pytest.approx(step.timings["execute_s"] * 1e9), row
+        assert row["busy_ns"] <= row["wall_ns"] + 1, (entry.name, row)
     kernels = breakdown.kernel_times(capture)
     assert kernels and all(k.known for k in kernels), [k.name for k in kernels if not k.known][:5]
     lines = breakdown.line_times(capture, model=True, kernels=kernels)
