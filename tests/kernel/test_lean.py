@@ -25,6 +25,8 @@ if str(ZOO) not in sys.path:
 import zoo  # noqa: E402
 
 RUN = Path(__file__).resolve().parents[1] / "lean_run.py"
+# (the module's fixture runs the zoo twice, each in a fresh process: 90 s each on a loaded 2-core machine)
+pytestmark = pytest.mark.timeout(900)
 ENTRIES = [e.name for e in zoo.ZOO if e.name != "mlp_eager"]  # (eager mode has no graph steps)
 
 
@@ -32,7 +34,7 @@ def _run(mode: str, out: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "PT_XLA_"))}
     env["PJRT_DEVICE"] = "CPU"
     proc = subprocess.run([sys.executable, str(RUN), mode, str(out)], env=env, capture_output=True, text=True,
-                          timeout=1500)
+                          timeout=420)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(out.read_text())
 

@@ -295,3 +295,21 @@ def test_help_lists_the_verbs_and_explains_one(ip):
     assert out.stdout.startswith(verbs.TABLE["queue"].summary)
     assert "usage: %xla queue [status | pause | resume | clear | run | add STEP ARG=8x128 ...]" in out.stdout
     assert "ARG=8x128 per tensor argument" in out.stdout
+
+
+def test_a_cell_runs_what_a_plain_cell_runs_in_terminal_ipython(ip, sv):
+    """The same as tests/kernel/test_cell_syntax.py (a real Jupyter kernel), in the terminal shell."""
+    import io
+    from contextlib import redirect_stdout
+
+    with capture_output() as out:
+        result = ip.run_cell("%%xla -q\nterm_files = !echo one two\n%time term_y = (sv * 4).sum().item()\n"
+                             "%env XLA_LAB_TERMINAL=1")
+    assert result.success, result.error_in_exec
+    assert ip.user_ns["term_files"] == ["one two"] and ip.user_ns["term_y"] == 120.0
+    assert "Wall time" in out.stdout and "XLA_LAB_TERMINAL=1" in out.stdout
+    assert [(s.sync_line, s.sync_code) for s in xla_lab.last().steps][0] == (2, "%time term_y = (sv * 4).sum().item()")
+    page = io.StringIO()
+    with redirect_stdout(page):
+        assert ip.run_cell("%%xla -q\nsv?").success
+    assert "Type:" in page.getvalue()
