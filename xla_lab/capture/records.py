@@ -392,7 +392,7 @@ _SPMD = {"devices": (int,), "memory_per_device?": (bool,),
                           "group_size": (int,), "lines": [_LINE], "lines_inferred?": (bool,),
                           "sources?": [(str,)]}]}
 _STAT = [_NUM]  # [count, total ns, longest ns], per kernel (and per other event of the module)
-_COMPUTE = {"runs": (int,), "compute_ns": _NUM, "shared_ns": _NUM, "left_out": ("map", [_NUM])}
+_COMPUTE = {"runs": (int,), "compute_ns": _NUM, "shared_ns": _NUM, "median_ns?": _NUM, "left_out": ("map", [_NUM])}
 _PROFILE = {"steps": [{"step": (int,), "graph_hash": (str,), "start_ns": _NUM, "span_ns": _NUM, "busy_ns": _NUM,
                        "kernel_ns": _NUM, "compute_ns?": _NUM, "left_out_ns?": _NUM, "wall_ns?": (int, float, _NONE),
                        "idle_before_ns": _NUM, "host": ("map", _NUM)}],

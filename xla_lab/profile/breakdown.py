@@ -40,6 +40,7 @@ class KernelTime:
     runs: int = 0  # every recorded run, those left out of its time included
     shared_ns: float = 0.0  # of its counted runs' intervals, the time other kernels ran beside them
     left_out: dict[str, tuple[int, float]] = field(default_factory=dict)  # reason -> (runs, ns): not its time
+    median_ns: float | None = None  # its counted runs' median duration (None: a profile saved before it)
     # roofline (None without peaks or analysis): achieved rates per run, the roof at the kernel's
     # arithmetic intensity, and what bounds it ("compute", "memory", "overhead")
     flops_per_s: float | None = None
@@ -50,10 +51,17 @@ class KernelTime:
 
     @property
     def mean_ns(self) -> float:
-        """How long a counted run took (its whole interval, kernels beside it or not): what the roofline's
-        rates are made of. ``total_ns`` is the runs' compute time, each instant shared with the kernels
-        of the same execution running beside it: what the kernel's share of the steps' time is made of."""
+        """How long a counted run took on average (its whole interval, kernels beside it or not).
+        ``total_ns`` is the runs' compute time, each instant shared with the kernels of the same
+        execution running beside it: what the kernel's share of the steps' time is made of."""
         return (self.total_ns + self.shared_ns) / self.count if self.count else 0.0
+
+    @property
+    def run_ns(self) -> float:
+        """A typical run's duration: the median of the counted runs (one slow run, a cold start after
+        Python's work, moves a few runs' mean by 5x), the mean where the median was not recorded. The
+        roofline's rates are made of it."""
+        return self.median_ns if self.median_ns is not None else self.mean_ns
 
     @property
     def roof_text(self) -> str:
@@ -71,7 +79,8 @@ class KernelTime:
         parts = []
         for reason, (runs, ns) in self.left_out.items():
             if reason == "warm-up":
-                parts.append(f"first run {fmt_ns(ns)}: a one-time warm-up, left out")
+                tail = f" and {runs - 1} slow run{'s' if runs > 2 else ''} after it" if runs > 1 else ""
+                parts.append(f"first run{tail} {fmt_ns(ns)}: a one-time warm-up, left out")
             else:
                 parts.append(f"{runs} run{'s' if runs != 1 else ''} {reason} ({fmt_ns(ns)}), left out")
         return "; ".join(parts)
@@ -127,6 +136,7 @@ def kernel_times(capture, prompts=None) -> list[KernelTime]:
                              now(k["lines"]) if k else [], now(k.get("model_lines") or []) if k else [],
                              list(k["aten_ops"]) if k else [], list(k["sources"]) if k else [], known=k is not None,
                              runs=recorded, shared_ns=float(measured["shared_ns"]) if measured else 0.0,
+                             median_ns=float(measured["median_ns"]) if measured and "median_ns" in measured else None,
                              left_out={r: (int(v[0]), float(v[1])) for r, v in (measured or {}).get("left_out", {}).items()})
             _roofline(row, peaks)
             rows.append(row)
@@ -138,12 +148,12 @@ def kernel_times(capture, prompts=None) -> list[KernelTime]:
 
 
 def _roofline(row: KernelTime, peaks: dict | None) -> None:
-    if row.mean_ns <= 0 or not row.known:
+    if row.run_ns <= 0 or not row.known:
         return
-    seconds = row.mean_ns / 1e9
+    seconds = row.run_ns / 1e9
     row.flops_per_s = row.flops / seconds
     row.bytes_per_s = row.bytes / seconds
-    if row.mean_ns < OVERHEAD_NS:
+    if row.run_ns < OVERHEAD_NS:
         row.bound = "overhead"
     if not peaks or peaks["flops_per_s"] <= 0 or peaks["bytes_per_s"] <= 0:
         return

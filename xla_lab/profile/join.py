@@ -39,6 +39,7 @@ TIMELINE_LIMIT = 20_000  # events kept for the timeline and the Chrome trace (th
 # profiler, does the same), and averaged in it made a tiny matmul read as 200x slower than it is.
 WARM_UP_RATIO = 10.0
 WARM_UP_MIN_NS = 1e6
+WARM_UP_TAIL = 2.0  # the runs soon after a warm-up that take over this many times a steady run are its tail
 LEFT_OUT = ("warm-up", "beside a compile")  # why a kernel's run is left out of its compute time
 
 
@@ -220,8 +221,17 @@ def _left_out(matched: list[tuple[StepInfo, list[_Kernel]]], compiles: list[tupl
             continue
         median = others[len(others) // 2]
         first = ks[0].end - ks[0].start
-        if first > WARM_UP_RATIO * median and first - median > WARM_UP_MIN_NS:
-            why[id(ks[0])] = "warm-up"
+        if not (first > WARM_UP_RATIO * median and first - median > WARM_UP_MIN_NS):
+            continue
+        why[id(ks[0])] = "warm-up"
+        # its tail: the runs after it stay slower for a while (seen: a tiny matmul's next 7 runs took
+        # 12-42 µs, then 6-7 µs from the 9th on): in the first half of the cell's runs, a run taking over
+        # twice what the later half's runs take is still the warm-up
+        later = sorted(k.end - k.start for k in ks[len(ks) // 2:] if id(k) not in why)
+        steady = later[len(later) // 2] if later else median
+        for k in ks[1:len(ks) // 2]:
+            if id(k) not in why and k.end - k.start > WARM_UP_TAIL * steady:
+                why[id(k)] = "warm-up"
     return why
 
 
@@ -265,6 +275,7 @@ def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
     graphs: dict[str, dict] = {}
     step_rows = []
     previous_end = t0
+    durations: dict[tuple[str, str], list[float]] = {}  # (graph, kernel) -> its counted runs' durations
     for step, group in matched:
         graph = graphs.setdefault(step.graph_hash, {"module": group[0].module, "executions": 0, "kernels": {},
                                                     "other": {}, "compute": {}})
@@ -290,6 +301,7 @@ def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
                 c["compute_ns"] += mine
                 c["shared_ns"] += max(0.0, duration - mine)
                 compute_ns += mine
+                durations.setdefault((step.graph_hash, k.name), []).append(duration)
             else:
                 out = c["left_out"].setdefault(reason, [0, 0.0])
                 out[0] += 1
@@ -304,6 +316,12 @@ def join_profile(planes: list[Plane], steps: list[StepInfo]) -> dict:
                           "compute_ns": compute_ns, "left_out_ns": left_out_ns, "wall_ns": wall,
                           "idle_before_ns": max(0.0, first - previous_end), "host": {}})
         previous_end = max(previous_end, last)
+
+    for (graph_hash, name), runs in durations.items():  # a run's typical duration: the mean of a few
+        runs.sort()                                       # runs follows one slow run (a cold start)
+        middle = len(runs) // 2
+        graphs[graph_hash]["compute"][name]["median_ns"] = (runs[middle] if len(runs) % 2
+                                                            else (runs[middle - 1] + runs[middle]) / 2)
 
     # host activity belongs to the step whose device work follows it
     starts = [t0 + row["start_ns"] for row in step_rows]

@@ -52,6 +52,38 @@ def measure() -> dict:
             "source": f"measured on this machine ({os.cpu_count()} CPUs): float32 matmul 1024^3, 64 MiB copy"}
 
 
+def at_least(device: str, flops_per_s: float) -> dict | None:
+    """The measured peaks, raised so that the FLOP/s peak is at least ``flops_per_s`` (a rate a kernel
+    achieved): measured again now, the best of that, the cached figure and the kernel's is kept (cached).
+    A measurement taken while the machine was busy (seen: 93 GFLOP/s cached, 183-198 measured on the
+    quiet machine) otherwise put kernels at 150% of the compute roof. None where the peaks are not
+    measured (``XLA_LAB_PEAKS`` given, or not the CPU)."""
+    if settings.current().peaks is not None or device.upper() != "CPU":
+        return None
+    known = peaks(device) or {}
+    now = measure()
+    best = max(now["flops_per_s"], known.get("flops_per_s", 0.0), flops_per_s)
+    found = {"flops_per_s": best, "bytes_per_s": max(now["bytes_per_s"], known.get("bytes_per_s", 0.0)),
+             "source": now["source"] + ("" if best > flops_per_s else "; the FLOP/s peak is the best rate a kernel "
+                                        "achieved here, above what the microbenchmark measured")}
+    _save(device, found)
+    return found
+
+
+def _save(device: str, found: dict) -> None:
+    try:
+        cached = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+    except (OSError, ValueError):
+        cached = {}
+    try:
+        CACHE.parent.mkdir(parents=True, exist_ok=True)
+        cached = cached if isinstance(cached, dict) else {}
+        cached[_key(device)] = found
+        CACHE.write_text(json.dumps(cached, indent=1))
+    except OSError:
+        pass  # a read-only home: measured again next session
+
+
 def peaks(device: str = "CPU") -> dict | None:
     """``{"flops_per_s", "bytes_per_s", "source"}``; None where unknown (a TPU or GPU without
     ``XLA_LAB_PEAKS``)."""
@@ -72,11 +104,5 @@ def peaks(device: str = "CPU") -> dict | None:
     except (OSError, ValueError, AttributeError):
         cached = {}
     found = measure()
-    try:
-        CACHE.parent.mkdir(parents=True, exist_ok=True)
-        cached = cached if isinstance(cached, dict) else {}
-        cached[key] = found
-        CACHE.write_text(json.dumps(cached, indent=1))
-    except OSError:
-        pass  # a read-only home: measured again next session
+    _save(device, found)
     return found

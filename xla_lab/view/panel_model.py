@@ -262,7 +262,8 @@ def profile_model(report: Report) -> dict | None:
         "peaks": c.profile.get("peaks"),
         # each kernel's lines as source references (cell lines, then the model's lines in files)
         "kernels": [{"graph_hash": k.graph_hash, "name": k.name, "kind": k.kind, "count": k.count,
-                     "total_ns": k.total_ns, "mean_ns": k.mean_ns, "longest_ns": k.longest_ns, "share": k.share,
+                     "total_ns": k.total_ns, "mean_ns": k.mean_ns, "median_ns": k.median_ns, "longest_ns": k.longest_ns,
+                     "share": k.share,
                      "flops": k.flops, "bytes": k.bytes, "flops_per_s": k.flops_per_s, "bytes_per_s": k.bytes_per_s,
                      "roof_share": k.roof_share, "bound": k.bound, "roof_text": k.roof_text, "runs": k.runs,
                      "left_out_text": k.left_out_text, "lines": k.lines,

@@ -370,7 +370,8 @@ def profile_lines(report: Report, top: int = 3) -> list[str]:
         where = kernel_lines_text({"lines": k.lines, "model_lines": k.model_lines, "sources": k.sources})
         roof = f", {k.roof_text}" if k.roof_text else ""
         left = f" [{k.left_out_text}]" if k.left_out else ""
-        out.append(f"  {k.share:5.1%} {k.name} ({k.count}x {fmt_ns(k.mean_ns)}{roof}){left} {where}".rstrip())
+        runs = f"{k.count}x {fmt_ns(k.run_ns)}" if k.median_ns is None else f"{k.count} runs, median {fmt_ns(k.run_ns)}"
+        out.append(f"  {k.share:5.1%} {k.name} ({runs}{roof}){left} {where}".rstrip())
     for ln in report.profile_lines()[:top]:
         code = f"  {ln.code.strip()[:60]}" if ln.code else ""
         out.append(f"  {ln.label}: {ln.share:.1%} of kernel time{code}")

@@ -124,14 +124,14 @@ def _profile(report: Report, top: int | None) -> str:
     kernels = report.profile_kernels
     shown = kernels if top is None else kernels[:top]
     out = [f"<h4>measured time ({len(kernels)} kernels)</h4><div>{e(measured_totals(report.capture))}</div>",
-           "<table><tr><th>kernel</th><th class=\"num\">runs</th><th class=\"num\">total</th><th class=\"num\">mean</th>"
+           "<table><tr><th>kernel</th><th class=\"num\">runs</th><th class=\"num\">total</th><th class=\"num\">a run</th>"
            "<th class=\"num\">share</th><th class=\"num\">flops</th><th class=\"num\">bytes</th><th>roofline</th>"
            "<th>lines</th></tr>"]
     for k in shown:
         lines = kernel_lines_text({"lines": k.lines, "model_lines": k.model_lines, "sources": k.sources})
         left = f"<br><small>{e(k.left_out_text)}</small>" if k.left_out else ""
         out.append(f"<tr><td><code>{e(k.name)}</code>{left}</td><td class=\"num\">{k.count}</td>"
-                   f"<td class=\"num\">{e(fmt_ns(k.total_ns))}</td><td class=\"num\">{e(fmt_ns(k.mean_ns))}</td>"
+                   f"<td class=\"num\">{e(fmt_ns(k.total_ns))}</td><td class=\"num\">{e(fmt_ns(k.run_ns))}</td>"
                    f"<td class=\"num\">{k.share:.1%}</td><td class=\"num\">{e(fmt_count(k.flops, 'FLOP'))}</td>"
                    f"<td class=\"num\">{e(fmt_bytes(k.bytes))}</td><td>{e(k.roof_text or '-')}</td>"
                    f"<td><code>{e(lines)}</code></td></tr>")

@@ -112,6 +112,8 @@ export interface ProfileKernel {
   roof_text?: string | null;
   /** every recorded run (count: those its time is made of); what its time leaves out, in words */
   runs?: number | null; left_out_text?: string | null;
+  /** the median run's duration (null: saved before it was recorded; mean_ns stands in) */
+  median_ns?: number | null;
   /** cell lines, the model's lines and library frames, as a fusion kernel's (kernelLineText shows them) */
   lines: SourceRef[]; model_lines: SourceRef[]; sources: string[];
   /** an output saved before the lines were references: they as one text, shown as it is */
@@ -504,7 +506,7 @@ export function parseProfile(v: unknown, path: string): Profile {
       bytes: num(ko.bytes ?? 0, `${p}.bytes`), flops_per_s: numOrNull(ko.flops_per_s, `${p}.flops_per_s`),
       bytes_per_s: numOrNull(ko.bytes_per_s, `${p}.bytes_per_s`), roof_share: numOrNull(ko.roof_share, `${p}.roof_share`),
       bound: strOrNull(ko.bound, `${p}.bound`), roof_text: strOrNull(ko.roof_text, `${p}.roof_text`),
-      runs: numOrNull(ko.runs, `${p}.runs`), left_out_text: strOrNull(ko.left_out_text, `${p}.left_out_text`), ...profileKernelLines(ko, p) };
+      runs: numOrNull(ko.runs, `${p}.runs`), median_ns: numOrNull(ko.median_ns, `${p}.median_ns`), left_out_text: strOrNull(ko.left_out_text, `${p}.left_out_text`), ...profileKernelLines(ko, p) };
   });
   const steps = arr(o.steps ?? [], `${path}.steps`).map((st, i) => {
     const p = `${path}.steps[${i}]`, so = obj(st, p);

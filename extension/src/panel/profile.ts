@@ -48,9 +48,9 @@ function kernelsTable(p: Profile, opts: ProfileOptions): HTMLElement {
   const titles: Record<string, string> = {
     runs: "the runs its time is made of (a one-time warm-up and runs beside a compile are left out, and said)",
     total: "its compute time: each instant of its runs shared with the kernels of the same execution running beside it",
-    mean: "how long a run took, kernels beside it or not (the roofline's rates are made of it)",
+    "a run": "a typical run's duration, kernels beside it or not: the median of its runs (older outputs: the mean); the roofline's rates are made of it",
   };
-  const head = h("tr", null, ["kernel", "runs", "total", "mean", "share", "estimated", "roofline", "lines"].map((c) => h("th", titles[c] ? { title: titles[c] } : null, c)));
+  const head = h("tr", null, ["kernel", "runs", "total", "a run", "share", "estimated", "roofline", "lines"].map((c) => h("th", titles[c] ? { title: titles[c] } : null, c)));
   const rows = p.kernels.map((k) => {
     const achieved = k.flops_per_s ? fmtCount(k.flops_per_s, "FLOP/s") : k.bytes_per_s != null ? `${fmtBytes(k.bytes_per_s)}/s` : "-";
     const tr = h("tr", { class: "xla-kernel-row", "data-kernel": k.name },
@@ -59,7 +59,7 @@ function kernelsTable(p: Profile, opts: ProfileOptions): HTMLElement {
       h("td", { class: "xla-num", title: k.left_out_text ? `${k.runs ?? k.count} runs recorded; ${k.left_out_text}` : "runs recorded" },
         String(k.count), k.left_out_text ? h("div", { class: "xla-muted xla-left-out" }, k.left_out_text) : null),
       h("td", { class: "xla-num" }, fmtNs(k.total_ns)),
-      h("td", { class: "xla-num" }, fmtNs(k.mean_ns)), h("td", { class: "xla-nowrap" }, bar(k.share), " ", fmtShare(k.share)),
+      h("td", { class: "xla-num" }, fmtNs(k.median_ns ?? k.mean_ns)), h("td", { class: "xla-nowrap" }, bar(k.share), " ", fmtShare(k.share)),
       h("td", { class: "xla-num", title: "estimated from the HLO: floating-point operations, bytes read and written" },
         fmtCount(k.flops, "FLOP"), h("br"), fmtBytes(k.bytes)),
       h("td", { class: "xla-num", title: "achieved rate, and its share of the roof the kernel sits under at its arithmetic intensity" },
