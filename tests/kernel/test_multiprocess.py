@@ -146,8 +146,11 @@ def test_kaggle_patterns_fork_from_cells_capture_every_rank_and_leave_the_kernel
         k.run(KAGGLE)
 
         ex = k.run("%%xla -q\nxmp.spawn(print_device, args=(lock,), start_method='fork')")
-        assert sorted(line for line in ex.stdout().splitlines() if line.startswith("process")) == [
-            f"process {i} xla:{i}" for i in range(4)]  # the workers' prints reach the cell
+        # the workers' prints reach the cell (forked workers' writes can reach the kernel's stream in
+        # pieces, one worker's between another's: found once on torch_xla 2.8, "process0 xla:0" among
+        # the lines, so each print is counted by its parts)
+        out = ex.stdout()
+        assert out.count("process") == 4 and all(out.count(f"xla:{i}") == 1 for i in range(4)), out
         got = _ranks(k)
         assert got["steps"] == 0 and [r["device"] for r in got["ranks"]] == [f"xla:{i}" for i in range(4)]
         assert all(r["status"] == "ok" and r["steps"] == [] for r in got["ranks"])
