@@ -3,6 +3,8 @@ profiles is in tests/kernel/test_profile.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_join_pairs_ends_and_skips_a_step_that_ran_no_kernel():
     """The pure join on hand-made events: a kernel runs from its start to its later `end:` event
@@ -145,6 +147,11 @@ def test_compute_time_shares_each_instant_and_never_exceeds_the_step():
     assert second["compute_ns"] == 60 and second["wall_ns"] == 200
     for row in record["steps"]:
         assert row["compute_ns"] + row["left_out_ns"] <= row["busy_ns"] <= row["wall_ns"]
+    # shares in thirds, whose float sum passed the union by its last digit (found on mixer_dynamo)
+    thirds = [("k0", 389, 224, "m.A"), ("k1", 102, 331, "m.A"), ("k2", 172, 414, "m.A")]
+    row = join_profile([_plane([-5], thirds)], [StepInfo(0, "m.A", "ha", frozenset({"k0", "k1", "k2"}))])["steps"][0]
+    assert row["compute_ns"] + row["left_out_ns"] <= row["busy_ns"] == 613 - 102
+    assert row["compute_ns"] == pytest.approx(row["busy_ns"])
 
 
 def test_the_roofline_reads_as_a_share_of_the_roof_never_a_verdict():
