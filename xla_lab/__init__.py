@@ -6,8 +6,8 @@
     @xla_lab.step            # a step whose state comes through its arguments: precompiled ahead
     %xla queue               # what the precompile queue is doing
 
-Public API: ``history()``, ``last()``, ``annotate()``, ``step``, ``queue()``, ``CellCapture``,
-``StepRecord``.
+Public API: ``history()``, ``last()``, ``annotate()``, ``step``, ``queue()``, ``fit()``, ``ScannedStack``,
+``CellCapture``, ``StepRecord``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from xla_lab.capture.records import SCHEMA, CaptureFormatError, CellCapture, GraphArtifacts, StepRecord
 
 __version__ = "0.1.0"
-__all__ = ["SCHEMA", "CaptureFormatError", "CellCapture", "GraphArtifacts", "StepRecord", "annotate", "fit", "history", "last", "queue", "step",
+__all__ = ["SCHEMA", "CaptureFormatError", "CellCapture", "GraphArtifacts", "ScannedStack", "StepRecord", "annotate", "fit", "history", "last", "queue", "step",
            "load_ipython_extension", "unload_ipython_extension"]
 
 
@@ -78,6 +78,16 @@ def annotate(target) -> str:
     from xla_lab.view.annotate import annotate as _annotate
 
     return _annotate(target)
+
+
+def __getattr__(name: str):
+    """``xla_lab.ScannedStack``: a stack of identical layers run through torch_xla's scan_layers, as the
+    scan what-if measures it (imported when asked for: it needs torch)."""
+    if name == "ScannedStack":
+        from xla_lab.precompile.layer_call import ScannedStack
+
+        return ScannedStack
+    raise AttributeError(f"module 'xla_lab' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython) -> None:

@@ -73,6 +73,7 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
                                     track_lines=options.track_lines, cells=CellFiles.from_shell(shell, filename, count))
         recorder.named = bool(options.name)
         recorder.start()
+        layer_calls = _record_layer_calls(shell)
         profiler = _start_profiler(recorder, options.profile_steps) if options.profile else None
         window = _open_compile_window(recorder) if profiler is None else None
         watch = progress(recorder) if progress is not None else None
@@ -88,6 +89,8 @@ def run_cell(shell, session, source: str, options: CellOptions, info=None,
         except BaseException as exc:  # KeyboardInterrupt too: record, then raise as the cell's
             error = exc
     with HeldInterrupts(RECORDING_NOTE) as held:
+        if layer_calls is not None:
+            session.keep_layer_calls(*layer_calls.finish(), count)
         # XLA rejected a graph in the cell (even one the user caught): later syncs must work.
         repair_and_note_lost_tensors(shell, error, recorder.capture)
         if not options.no_sync:
@@ -228,6 +231,31 @@ def _attach_compile_profiles(capture: CellCapture, window, profiler, profile_dat
                                     started_closed=window.started_closed, sync_windows=sync_windows)
     except Exception as exc:  # never lose the capture to a compile profile
         capture.notes.append(f"the compile profiles could not be read: {type(exc).__name__}: {exc}")
+
+
+class _LayerCalls:
+    """The stacks of identical layers a cell may call, and the recording of their calls."""
+
+    def __init__(self, stacks: dict):
+        from xla_lab.precompile.layer_call import CallRecording
+
+        self.stacks = stacks
+        self.recording = CallRecording(stacks)
+
+    def finish(self) -> tuple[dict, dict]:
+        return self.stacks, self.recording.finish()
+
+
+def _record_layer_calls(shell) -> _LayerCalls | None:
+    """Watch how the cell calls the notebook's stacks of identical layers (the scan what-if rebuilds
+    their inputs from it). Never worth the cell: any failure records nothing."""
+    from xla_lab.precompile.scan_whatif import stack_modules
+
+    try:
+        stacks = dict(stack_modules(shell.user_ns))
+        return _LayerCalls(stacks) if stacks else None
+    except Exception:
+        return None
 
 
 def _advise(shell, capture: CellCapture) -> None:

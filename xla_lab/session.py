@@ -59,6 +59,9 @@ class Session:
         # the raw profiles (XSpace bytes) of the last profiled captures, for the XProf export; the
         # capture itself keeps the joined record
         self._profiles: list[tuple[CellCapture, bytes]] = []
+        # how the model called each stack of identical layers in the last %%xla cell that ran it
+        # (expr -> (the module list, weakly, its LayerCall, the cell's prompt)): the scan what-if's inputs
+        self.layer_calls: dict[str, tuple] = {}
 
     @property
     def history(self) -> list[CellCapture]:
@@ -211,10 +214,26 @@ class Session:
             return None
         return explain(signatures[0], signatures[1], compared_with="the job's graph")
 
+    def keep_layer_calls(self, stacks: dict, calls: dict, prompt: int) -> None:
+        """The calls cell ``prompt`` recorded (``layer_call.CallRecording``), by the stacks' names."""
+        import weakref
+
+        for expr, call in calls.items():
+            self.layer_calls[expr] = (weakref.ref(stacks[expr]), call, prompt)
+
+    def layer_call(self, layers):
+        """(the recorded call of this module list, the prompt of the cell that ran it), by identity under
+        whatever name it was reached, or (None, None)."""
+        for ref, call, prompt in self.layer_calls.values():
+            if ref() is layers:
+                return call, prompt
+        return None, None
+
     def clear(self) -> None:
         self.settle()
         self._history.clear()
         self._profiles.clear()
+        self.layer_calls.clear()
         self.store.clear()
 
 

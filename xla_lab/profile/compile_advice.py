@@ -103,8 +103,8 @@ def _scan_advice(capture, v, st: dict) -> dict | None:
                      "compile_s": v.compile_ns / 1e9},
         "text": (f"{st['expr']} is {st['count']} identical {st['cls']} layers compiled unrolled: {holds}. "
                  "torch_xla.experimental.scan_layers would compile one layer and loop over it, but is not always "
-                 f"faster: measure it first with %xla whatif scan {st['expr']} input=SHAPE (the shape the first "
-                 "layer receives)"),
+                 f"faster: measure it first with %xla whatif scan {st['expr']} (on the inputs this step gave its "
+                 "first layer)"),
     }
 
 

@@ -1,0 +1,94 @@
+"""``%xla whatif scan`` on the layer stacks of Hugging Face models built from configs (BERT, GPT-2, Llama:
+tuple outputs, attention masks, cache and position inputs, rotary embeddings by keyword), on the inputs
+the model gave its first layer in the last ``%%xla`` step; its prediction checked against the real
+scanned step (the model with its stack replaced by ``xla_lab.ScannedStack``, the same weights)."""
+
+from __future__ import annotations
+
+import pytest
+
+transformers = pytest.importorskip("transformers")
+
+# (name, config, model class, the stack's path from the model, step) — small enough for a 2-core CI
+MODELS = {
+    "bert": ("transformers.BertConfig(hidden_size={h}, num_hidden_layers=3, num_attention_heads=4, "
+             "intermediate_size={h2}, vocab_size=512, max_position_embeddings=64)",
+             "transformers.BertForSequenceClassification", "bert.encoder.layer",
+             "out = m(input_ids=ids, attention_mask=mask, labels=labels)"),
+    "gpt2": ("transformers.GPT2Config(n_embd={h}, n_layer=3, n_head=4, vocab_size=512, n_positions=64)",
+             "transformers.GPT2LMHeadModel", "transformer.h",
+             "out = m(input_ids=ids, attention_mask=mask, labels=ids)"),
+    "llama": ("transformers.LlamaConfig(hidden_size={h}, num_hidden_layers=3, num_attention_heads=4, "
+              "num_key_value_heads=2, intermediate_size={h2}, vocab_size=512, max_position_embeddings=64)",
+              "transformers.LlamaForCausalLM", "model.layers",
+              "out = m(input_ids=ids, labels=ids)"),
+}
+
+SETUP = """
+import torch, torch_xla, transformers
+dev = torch_xla.device()
+torch.manual_seed(0)
+{v} = {cls}({config}).to(dev).train()
+{v}_opt = torch.optim.AdamW({v}.parameters(), lr=1e-4)
+{v}_ids = torch.randint(0, 512, (2, 32)).to(dev)
+{v}_mask = torch.ones(2, 32, dtype=torch.long).to(dev)
+{v}_labels = torch.zeros(2, dtype=torch.long).to(dev)
+def {v}_step():
+    m, ids, mask, labels = {v}, {v}_ids, {v}_mask, {v}_labels
+    {step}
+    out.loss.backward()
+    {v}_opt.step()
+    {v}_opt.zero_grad()
+    return out.loss
+"""
+
+LOOP = """for i in range(2):
+    loss = {v}_step()
+    torch_xla.sync()
+"""
+
+
+def _compile_s(capture) -> list[float]:
+    return [s.timings["compile_s"] for s in capture.steps if s.cache == "miss"]
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_whatif_scan_on_hugging_face_layers_predicts_the_scanned_step(ip, xla_cell, fresh_dim, name):
+    import torch
+    import torch_xla
+
+    config, cls, stack, step = MODELS[name]
+    h = 8 * (8 + fresh_dim)  # (new graphs for XLA's compile cache; an even size per head, as rotary needs)
+    v = f"hf_{name}"
+    assert ip.run_cell(SETUP.format(v=v, cls=cls, config=config.format(h=h, h2=2 * h), step=step)).success
+    unrolled = xla_cell(LOOP.format(v=v))
+    expr = f"{v}.{stack}"
+    call, _ = _session().layer_call(eval(expr, ip.user_ns))
+    assert call is not None and call.hidden_input.shape == (2, 32, h) and not call.differs
+
+    before = [p.detach().cpu().clone() for p in ip.user_ns[v].parameters()]
+    seed = torch_xla._XLAC._xla_get_rng_seed(str(torch_xla.device()))
+    result = ip.run_line_magic("xla", f"whatif scan {expr}")
+    assert result.unrolled_s > 0 and result.scanned_s > 0 and result.layers == 3, result.text()
+    assert result.step_compile_s == pytest.approx(_compile_s(unrolled)[-1], rel=1e-3) and result.predicted_step_s
+    assert "as the model passed them" in result.text() and ("recommended" in result.text())
+    assert all(torch.equal(a, b.detach().cpu()) for a, b in zip(before, ip.user_ns[v].parameters()))
+    assert torch_xla._XLAC._xla_get_rng_seed(str(torch_xla.device())) == seed
+
+    # the real scanned step: the same model with its stack through scan_layers, compiled as the user would
+    parent, attr = expr.rsplit(".", 1)
+    assert ip.run_cell(f"import xla_lab\n{parent}.{attr} = xla_lab.ScannedStack({expr})").success
+    scanned = xla_cell(LOOP.format(v=v))
+    measured = _compile_s(scanned)  # (one: the optimizer has its state, both steps are one graph)
+    assert len(measured) == 1 and not [n for n in scanned.notes if "error" in n.lower()], scanned.notes
+    error = (result.predicted_step_s - measured[-1]) / measured[-1]
+    print(f"{name}: unrolled step {result.step_compile_s:.2f} s, stack {result.unrolled_s:.2f} s unrolled, "
+          f"{result.scanned_s:.2f} s scanned, predicted {result.predicted_step_s:.2f} s, scanned step "
+          f"{measured[-1]:.2f} s measured, error {error:+.0%}")
+    assert abs(error) <= 0.25, result.text()
+
+
+def _session():
+    from xla_lab import session
+
+    return session.current()
