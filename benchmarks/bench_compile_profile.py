@@ -15,9 +15,14 @@ what-if predicts the compile a user gets after switching, measured side by side 
     blocks run through ``torch_xla.experimental.scan_layers``: the compile the user would get.
     Printed: the unrolled compile, the what-if's stack compiles, its prediction, the scanned model's
     measured compile, and the prediction's error.
+(c) The seed's model: Hugging Face ``BertForSequenceClassification`` from a config (BERT-Large: 24 x 1024,
+    16 heads, batch 4 x 128, AdamW), its first two train steps under ``%%xla`` in a fresh process, then
+    ``%xla whatif scan model.bert.encoder.layer`` on the call the step recorded; another fresh process
+    trains the same model with ``model.bert.encoder.layer = xla_lab.ScannedStack(...)``. The steady
+    step's compile (the second) is compared. One run is many minutes.
 
     python benchmarks/bench_compile_profile.py [--repeats 3] [--small-layers 2] [--big-layers 12]
-                                               [--decoder-layers 2,8,24]
+                                               [--decoder-layers 2,8,24] [--bert-layers 24]
 """
 
 from __future__ import annotations
@@ -85,7 +90,30 @@ loss.backward()
 opt.step()
 torch_xla.sync()
 """
-DECODER_INPUT = "4x32x64"  # what the first block receives: (batch, seq - 1, hidden)
+
+SETUP_BERT = """
+import torch, torch_xla, transformers, xla_lab
+torch.manual_seed(0)
+dev = torch_xla.device()
+config = transformers.BertConfig(hidden_size=1024, num_hidden_layers={layers}, num_attention_heads=16,
+                                 intermediate_size=4096)
+model = transformers.BertForSequenceClassification(config).to(dev).train()
+if {scanned}:
+    model.bert.encoder.layer = xla_lab.ScannedStack(model.bert.encoder.layer)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+ids = torch.randint(0, config.vocab_size, (4, 128)).to(dev)
+mask = torch.ones(4, 128, dtype=torch.long).to(dev)
+labels = torch.zeros(4, dtype=torch.long).to(dev)
+"""
+
+BERT_STEPS = """%%xla -q
+for _ in range(2):
+    loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    torch_xla.sync()
+"""
 
 
 # --- workers (fresh child processes) ----------------------------------------------------------------
@@ -125,11 +153,47 @@ def worker_decoder(layers: int, scanned: bool) -> dict:
     c = xla_lab.last()
     out = {"compile_s": c.metrics["totals_s"]["compile"], "advice": [a["kind"] for a in c.advice]}
     if not scanned:
-        whatif = ip.run_line_magic("xla", f"whatif scan model.blocks input={DECODER_INPUT}")
+        whatif = ip.run_line_magic("xla", "whatif scan model.blocks")
         out.update(unrolled_stack_s=whatif.unrolled_s, scanned_stack_s=whatif.scanned_s,
                    step_compile_s=whatif.step_compile_s, predicted_s=whatif.predicted_step_s,
                    recommended=whatif.recommended)
     return out
+
+
+def worker_bert(layers: int, scanned: bool) -> dict:
+    import xla_lab
+
+    ip = _shell()
+    assert ip.run_cell(SETUP_BERT.format(layers=layers, scanned=scanned)).success
+    result = ip.run_cell(BERT_STEPS)
+    assert result.success, result.error_in_exec
+    c = xla_lab.last()
+    compiles = [s.timings["compile_s"] for s in c.steps if s.cache == "miss"]
+    out = {"compiles_s": compiles, "advice": [a["text"] for a in c.advice if a["kind"] == "scan_layers"]}
+    if not scanned:
+        whatif = ip.run_line_magic("xla", "whatif scan model.bert.encoder.layer")
+        out.update(unrolled_stack_s=whatif.unrolled_s, scanned_stack_s=whatif.scanned_s,
+                   step_compile_s=whatif.step_compile_s, predicted_s=whatif.predicted_step_s,
+                   recommended=whatif.recommended, text=whatif.text())
+    return out
+
+
+def bert_whatif(layers: int) -> None:
+    print(f"(c) scan_layers what-if on HF BERT-Large ({layers} x 1024, batch 4 x 128, AdamW), the steady step's "
+          "compile: the what-if's prediction vs the ScannedStack model measured")
+    unrolled = run_worker(["bert", str(layers), "unrolled"])
+    scanned = run_worker(["bert", str(layers), "scanned"])
+    measured = scanned["compiles_s"][-1]
+    predicted = unrolled["predicted_s"]
+    error = (predicted - measured) / measured if predicted is not None else float("nan")
+    faster = measured < unrolled["compiles_s"][-1]
+    print(f"    unrolled step compiles {', '.join(f'{x:.1f}' for x in unrolled['compiles_s'])} s; what-if: stack "
+          f"{unrolled['unrolled_stack_s']:.1f} s unrolled, {unrolled['scanned_stack_s']:.1f} s scanned; predicted "
+          f"step {predicted:.1f} s; scanned step compiles {', '.join(f'{x:.1f}' for x in scanned['compiles_s'])} s; "
+          f"error {error:+.1%}; verdict {'recommended' if unrolled['recommended'] else 'not recommended'} "
+          f"(actual: scanned {'faster' if faster else 'slower'})")
+    print("    advice: " + (unrolled["advice"][-1] if unrolled["advice"] else "(none)"))
+    print("    " + unrolled["text"].replace("\n", "\n    "))
 
 
 # --- driver ---------------------------------------------------------------------------------------------
@@ -195,12 +259,15 @@ def main() -> None:
     parser.add_argument("--small-layers", type=int, default=2, help="layers of the small encoder in (a) (0: skip)")
     parser.add_argument("--big-layers", type=int, default=12, help="layers of the big encoder in (a) (0: skip)")
     parser.add_argument("--decoder-layers", default="2,8,24", help="block counts in (b) ('' skips it)")
+    parser.add_argument("--bert-layers", type=int, default=24, help="BERT-Large's layers in (c) (0: skip)")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         kind, layers = args.worker[0], int(args.worker[1])
         if kind == "encoder":
             result = worker_encoder(layers)
+        elif kind == "bert":
+            result = worker_bert(layers, scanned=args.worker[2] == "scanned")
         else:
             result = worker_decoder(layers, scanned=args.worker[2] == "scanned")
         print("RESULT " + json.dumps(result))
@@ -212,6 +279,8 @@ def main() -> None:
         cost(args.big_layers, args.repeats)
     if args.decoder_layers:
         scan_whatif([int(n) for n in args.decoder_layers.split(",")])
+    if args.bert_layers:
+        bert_whatif(args.bert_layers)
     print(f"(took {time.time() - started:.0f} s)")
 
 

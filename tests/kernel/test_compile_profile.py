@@ -309,8 +309,9 @@ stack_x = torch.randn(2, {fresh_dim}).to(dev)
     before = [p.detach().cpu().clone() for p in ip.user_ns["stack_model"].parameters()]
     seed = torch_xla._XLAC._xla_get_rng_seed(str(torch_xla.device()))
     rng = torch.get_rng_state()
-    result = ip.run_line_magic("xla", f"whatif scan stack_model.layers input=2x{fresh_dim}")
+    result = ip.run_line_magic("xla", "whatif scan stack_model.layers")  # (on the call the cell recorded)
     assert result.unrolled_s > 0 and result.scanned_s > 0 and result.layers == 4
+    assert result.input_shape == (2, fresh_dim) and "as the model passed them" in result.text()
     assert result.optimizer == "AdamW" and "could not be built" not in result.text()  # the notebook's
     # optimizer of those layers (its class and settings) updates the copy
     assert not ip.user_ns["stack_opt"].state  # ... a copy of it: the user's has no state yet

@@ -72,7 +72,7 @@ class LayerCall:
         if self.differs:
             return (f"{expr}'s layers take different inputs beside the hidden state ({', '.join(self.differs)} "
                     "differed between its first two layers): scan_layers gives every layer the same")
-        if self.output not in ("tensor", "tuple"):
+        if self.output not in ("tensor", "tuple", "unknown"):
             return (f"{expr}[0] returned {self.output}, not the hidden state the next layer takes: scan_layers "
                     "passes one layer's output to the next")
         if self.output_shape is not None and tuple(self.output_shape) != tuple(self.hidden_input.shape):

@@ -251,7 +251,11 @@ def measure(expr: str, layers, call: LayerCall, step_compile_s: float | None = N
                     out = x
                     for layer in copy:
                         layer_args, layer_kwargs = with_hidden(args, kwargs, hidden, out)
-                        out = hidden_of(layer(*layer_args, **layer_kwargs))
+                        output = layer(*layer_args, **layer_kwargs)
+                        out = hidden_of(output)
+                        if out is None or out.shape != x.shape:
+                            raise NotScannable(f"{expr}[0] returned {_what(output)} for a hidden state of shape "
+                                               f"{tuple(x.shape)}: scan_layers passes one layer's output to the next")
             except NotScannable:
                 raise
             except Exception as exc:
@@ -262,7 +266,9 @@ def measure(expr: str, layers, call: LayerCall, step_compile_s: float | None = N
                 raise NotScannable(f"{expr}[0] reads a tensor's value while it runs (a graph ran in its forward): "
                                    "scan_layers traces one layer once for all, without values")
             update = _same_optimizer(optimizer, copy.parameters(), notes)
-            out.float().sum().backward()
+            # a loss whose gradient depends on the output, as a real loss's does (the gradient of a sum
+            # is a constant XLA folds into the backward pass)
+            out.float().pow(2).mean().backward()
             update.step()
             state = [t for st in update.state.values() for t in st.values() if torch.is_tensor(t)]
             tensors = [x.grad] + list(copy.parameters()) + state
@@ -280,3 +286,8 @@ def measure(expr: str, layers, call: LayerCall, step_compile_s: float | None = N
     name = type(optimizer).__name__ if optimizer is not None else "AdamW (no optimizer of these layers found)"
     return WhatIf(expr, len(layers), tuple(call.hidden_input.shape), unrolled, scanned_s,
                   step_compile_s=step_compile_s, optimizer=name, inputs=inputs, notes=notes)
+
+
+def _what(output) -> str:
+    hidden = hidden_of(output)
+    return f"shape {tuple(hidden.shape)}" if hidden is not None else f"a {type(output).__name__}"

@@ -92,3 +92,62 @@ def _session():
     from xla_lab import session
 
     return session.current()
+
+
+BAD_STACKS = """
+import torch, torch_xla
+dev = torch_xla.device()
+d = {d}
+class Windowed(torch.nn.Module):  # a setting of its own per layer (a sliding window on some layers)
+    def __init__(self, window):
+        super().__init__()
+        self.fc, self.window = torch.nn.Linear(d, d), window
+    def forward(self, x):
+        return self.fc(x)[:, :self.window].sum() + x
+class Reads(torch.nn.Module):  # data-dependent control flow: reads a value while it runs
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(d, d)
+    def forward(self, x):
+        y = self.fc(x)
+        return y * 2 if y.sum().item() > 0 else y
+class Head(torch.nn.Module):  # heads side by side: a layer's output is not the next one's input
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(d, 1)
+    def forward(self, x):
+        return self.fc(x).squeeze(-1)
+class Bad(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.windowed = torch.nn.ModuleList([Windowed(2), Windowed(4), Windowed(2)])
+        self.reads = torch.nn.ModuleList([Reads() for _ in range(2)])
+        self.heads = torch.nn.ModuleList([Head() for _ in range(3)])
+    def forward(self, x):
+        for layer in self.windowed:
+            x = layer(x)
+        for layer in self.reads:
+            x = layer(x)
+        return sum(h(x) for h in self.heads).sum()
+bad = Bad().to(dev)
+never_run = torch.nn.ModuleList([torch.nn.Linear(d, d) for _ in range(2)]).to(dev)
+"""
+
+
+def test_a_stack_that_cannot_be_scanned_gets_one_line(ip, xla_cell, fresh_dim):
+    """Layers that differ, a layer that reads a value while it runs, layers whose outputs the next does
+    not take, a stack no cell ran: one UsageError line each, never a traceback from the model's code."""
+    from IPython.core.error import UsageError
+
+    assert ip.run_cell(BAD_STACKS.format(d=fresh_dim)).success
+    xla_cell(f"bad(torch.randn(2, {fresh_dim}).to(dev)).backward()\ntorch_xla.sync()\n")
+    for expr, words in [("bad.windowed", r"differ in fc\.?window|differ in window"),
+                        ("bad.reads", "reads a tensor's value while it runs"),
+                        ("bad.heads", "does not take its output|not the hidden state"),
+                        ("never_run", "not known yet.*input=SHAPE")]:
+        with pytest.raises(UsageError, match=words) as caught:
+            ip.run_line_magic("xla", f"whatif scan {expr}")
+        assert "\n" not in str(caught.value) and "Traceback" not in str(caught.value), str(caught.value)
+    # a stack no cell ran, with the hidden state's shape: its layers take it alone
+    result = ip.run_line_magic("xla", f"whatif scan never_run input=2x{fresh_dim}")
+    assert result.unrolled_s > 0 and result.scanned_s > 0 and "hidden state alone" in result.text()
