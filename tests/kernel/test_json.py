@@ -36,7 +36,7 @@ def test_round_trip_is_lossless(train_capture):
     text = c.to_json()
     back = CellCapture.from_json(text)
     assert back == c
-    assert back.to_json() == text
+    assert json.loads(back.to_json()) == json.loads(text)  # (a section's keys come back in its type's order)
     assert json.loads(text)["schema"] == xla_lab.SCHEMA == "xla_lab.capture/1"
     # Shared artifacts stay shared after loading.
     assert back.steps[2].artifacts is back.steps[3].artifacts
@@ -63,11 +63,12 @@ def test_unknown_fields_from_newer_writers_are_ignored(train_capture):
     assert CellCapture.from_dict(data) == train_capture
 
 
-def test_bad_cache_state_is_rejected(train_capture):
+def test_a_step_with_a_bad_cache_state_is_left_out_and_said(train_capture):
     data = train_capture.to_dict()
     data["steps"][0]["cache"] = "maybe"
-    with pytest.raises(CaptureFormatError, match="cache state"):
-        CellCapture.from_dict(data)
+    back = CellCapture.from_dict(data)
+    assert len(back.steps) == len(train_capture.steps) - 1
+    assert any("left out" in n and "steps[0]" in n and "cache" in n for n in back.notes), back.notes
 
 
 def _paths(node, prefix=()):

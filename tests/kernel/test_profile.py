@@ -218,8 +218,9 @@ def test_json_round_trip_and_malformed_profiles(profiled):
     data = profiled.to_dict()
     for bad in ({"steps": "x"}, {**profiled.profile, "graphs": {"h": {"module": 1}}},
                 {**profiled.profile, "steps": [{"step": "0"}]}):
-        with pytest.raises(CaptureFormatError):
-            CellCapture.from_dict({**data, "profile": bad})
+        back = CellCapture.from_dict({**data, "profile": bad})  # the rest of the capture loads
+        assert back.profile is None and len(back.steps) == len(profiled.steps)
+        assert any("left out" in n and "profile" in n for n in back.notes), back.notes
 
 
 def test_exports_open_in_perfetto_and_xprof_formats(ip, profiled, tmp_path):

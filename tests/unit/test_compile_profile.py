@@ -102,25 +102,38 @@ def test_another_backend_s_steps_are_phases_of_their_own_name_and_its_passes_sta
     assert p["pipelines"] == [{"name": "optimization", "ns": 30 * MS}]
 
 
-def test_a_damaged_profile_is_not_shown_rather_than_failing_a_view():
-    """A capture file may carry a damaged or hand-made profile: every field the views read is checked."""
-    import copy
+def well_formed(profile) -> bool:
+    """Does a saved graph keep this compile profile when it loads (the typed format checks it)?"""
+    from xla_lab.capture.records import GraphArtifacts
 
-    from xla_lab.profile.compile_breakdown import well_formed
+    notes: list[str] = []
+    art = GraphArtifacts.from_dict({"graph_hash": "h" * 32, "compile_profile": profile}, notes)
+    assert bool(notes) == (art.compile_profile is None)  # (a part left out is said)
+    return art.compile_profile is not None
+
+
+def test_a_damaged_profile_is_not_shown_rather_than_failing_a_view():
+    """A capture file may carry a damaged or hand-made profile: every field the views read is checked
+    when it loads, and a damaged profile is left out with a note."""
+    import copy
 
     (p,) = compile_profiles(_planes())
     p["counts"] = {"hlo_before": 3, "hlo_after": 4, "kernels": 2, "functions": 12}
     assert well_formed(p)
     for path, junk in [(("passes", 0), None), (("passes", 0, "name"), 3), (("phases", 0, "ns"), "x"),
-                       (("kernels", 0, "op_count"), "7"), (("codegen", "parts"), "four"), (("counts", "kernels"), []),
-                       (("compile_ns",), 0), (("explained",), None), (("pipelines",), {"a": 1}), (("step",), "0")]:
+                       (("kernels", 0, "op_count"), "seven"), (("codegen", "parts"), "four"), (("counts", "kernels"), []),
+                       (("compile_ns",), 0), (("explained",), None), (("pipelines",), {"a": 1}), (("step",), "zero"),
+                       (("kernels",), None)]:
         bad = copy.deepcopy(p)
         target = bad
         for key in path[:-1]:
             target = target[key]
         target[path[-1]] = junk
         assert not well_formed(bad), path
-    assert not well_formed(None) and not well_formed([p])
+    assert not well_formed([p])
+    kernels_gone = copy.deepcopy(p)
+    del kernels_gone["kernels"]  # (found by fuzzing: the panel read p["kernels"])
+    assert not well_formed(kernels_gone)
 
 
 def test_a_long_full_capture_compile_says_what_the_dump_cost_and_that_lean_capture_exists():
@@ -143,7 +156,7 @@ def test_a_long_full_capture_compile_says_what_the_dump_cost_and_that_lean_captu
 def test_the_syncs_wait_for_its_own_execution_after_the_compile():
     """torch_xla frees a step's donated inputs on the thread that synced when it lets go of them last: that
     thread then waits for the execution ("Wait for donation holds"), after the compile, inside the sync."""
-    from xla_lab.profile.compile_breakdown import CompileView, well_formed
+    from xla_lab.profile.compile_breakdown import CompileView
     from xla_lab.view.compile_summary import headline
 
     sync = [ev("SyncTensorsGraph", -1, 200), ev("Wait for donation holds", 120, 60),  # (after the compile: counted)

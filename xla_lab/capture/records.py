@@ -9,11 +9,16 @@ graph shares: a loop of 10,000 cache hits holds one copy, not 10,000.
 from __future__ import annotations
 
 import json
-import types
+import reprlib
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+from pydantic.json_schema import SkipJsonSchema
+
 from . import ir_graph
+from .format import (Advice, CacheState, CompileProfile, Kernel, LargeConstant, Launch, Line, Loop, Memory, Metrics,
+                     NodeInfo, Num, Profile, RankStatus, Signature, Spmd)
 
 SCHEMA = "xla_lab.capture/1"
 # ``execution_wait_s`` (added to the contract): the explicit sync waited on the user's thread for the step's
@@ -64,29 +69,29 @@ class GraphArtifacts:
     dump_module: str | None = None  # e.g. "module_0007": which XLA dump the HLO came from
     compiled_in: int | None = None  # execution count of the cell whose run compiled it
     # Analysis of the compile (xla_lab.capture.analysis), once per graph:
-    fusions: list[dict] | None = None  # kernels of the optimized module (hlo/fusion_map.py Kernel)
-    memory: dict | None = None  # peak / parameter / output / temp bytes, largest buffers
-    signature: dict | None = None  # inputs, baked constants, ops, outputs: what recompiles compare
+    fusions: list[Kernel] | None = None  # kernels of the optimized module (hlo/fusion_map.py Kernel)
+    memory: Memory | None = None  # peak / parameter / output / temp bytes, largest buffers
+    signature: Signature | None = None  # inputs, baked constants, ops, outputs: what recompiles compare
     # constants of 1 MiB or more baked into the graph (hlo/constants.py): [{instruction, shape, bytes, where}]
-    large_constants: list[dict] | None = None
+    large_constants: list[LargeConstant] | None = None
     # Per node of the rebuilt graph (ir_source "hlo-before"), by node id: {"ids": [node id],
     # "kernel": [kernel name | None], "scope": [index into "scopes" | -1], "scopes": [str],
     # "line": [index into "lines" | -1], "lines": [{"cell", "line", "code"}]}, the lists parallel to
     # "ids" (analysis.node_info)
-    node_info: dict | None = None
+    node_info: NodeInfo | None = None
     # The graph's while loops (scan, scan_layers, while_loop, fori_loop; analysis.loop_records), outer
     # first: [{"instruction", "computation", "body", "condition", "trip_count" (None: not known before
     # it runs), "trip_count_from" ("backend_config" | "condition" | None), "runs" (body runs per
     # execution of the graph), "parent" (the enclosing loop's instruction), "op" (torch_xla's op name,
     # e.g. "xla__scan"), "kernels" (names of the kernels it runs), "lines" / "model_lines" (the line
     # that called the loop)}]. None in captures made before loops were recorded.
-    loops: list[dict] | None = None
+    loops: list[Loop] | None = None
     # SPMD (hlo/sharding.py spmd_summary): device count, each input's layout on the devices, each
     # collective with its payload, groups and cell lines. None for graphs on one device.
-    spmd: dict | None = None
+    spmd: Spmd | None = None
     # Where the compile's seconds went (profile/compile_profile.py): phases, passes, per-kernel compile
     # time, counts; None when the compile was not profiled (the reason is in the capture's notes)
-    compile_profile: dict | None = None
+    compile_profile: CompileProfile | None = None
     # True once the store dropped this graph's text to bound memory (capture/store.py): the HLO
     # fields then hold a sentence saying so; the graph text and the analysis are gone.
     evicted: bool = False
@@ -120,8 +125,10 @@ class GraphArtifacts:
         return _fields_dict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "GraphArtifacts":
-        return cls(**_known(cls, data, "artifact"))
+    def from_dict(cls, data: dict[str, Any], notes: list[str] | None = None) -> "GraphArtifacts":
+        """``notes``: where the parts left out of a damaged record are said (without it, any damage
+        refuses the record)."""
+        return _load(cls, data, "artifacts", notes)
 
 
 @dataclass
@@ -132,15 +139,16 @@ class StepRecord:
     index: int
     graph_name: str | None
     graph_hash: str
-    cache: str  # "miss" | "hit" | "precompiled"
+    cache: CacheState
     sync_cause: str
     sync_line: int | None = None  # line of the cell that forced the sync (1-based), if in the cell
     sync_code: str | None = None  # the text of that line
-    timings: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(TIMING_KEYS))
+    timings: dict[str, Num | None] = field(default_factory=lambda: dict.fromkeys(TIMING_KEYS))
     fallback_ops: dict[str, int] = field(default_factory=dict)
     recompile_reason: str | None = None  # for cache misses: what changed from the nearest earlier graph
     saved_s: float | None = None  # cache="precompiled": the compile seconds a precompile job took off this step
-    artifacts: GraphArtifacts | None = field(default=None, repr=False)
+    # (not in a step's JSON: steps name their graph by hash, the capture holds each graph once)
+    artifacts: SkipJsonSchema[GraphArtifacts | None] = field(default=None, repr=False)
 
     # Heavy text is read through the shared per-hash artifacts.
     @property
@@ -177,14 +185,14 @@ class StepRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], artifacts: dict[str, GraphArtifacts]) -> "StepRecord":
-        fields = _known(cls, data, "step")
-        fields.pop("artifacts", None)
-        if fields.get("cache") not in CACHE_STATES:
-            raise CaptureFormatError(f"step {data.get('index')}: unknown cache state {data.get('cache')!r}")
-        timings = fields.get("timings") or {}
-        fields["timings"] = {k: timings.get(k) for k in TIMING_KEYS}
-        return cls(**fields, artifacts=artifacts.get(fields["graph_hash"]))
+    def from_dict(cls, data: dict[str, Any], artifacts: dict[str, GraphArtifacts],
+                  notes: list[str] | None = None) -> "StepRecord":
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k != "artifacts"}
+        step = _load(cls, data, "step", notes)
+        step.timings = {k: step.timings.get(k) for k in TIMING_KEYS}
+        step.artifacts = artifacts.get(step.graph_hash)
+        return step
 
 
 @dataclass
@@ -195,7 +203,7 @@ class RankRecord:
     rank: int
     launch: int  # which launch of the cell (1-based, in the order they ended)
     process: int  # the worker's process id
-    status: str  # "ok" | "raised" | "killed"
+    status: RankStatus
     device: str | None = None
     error: str | None = None
     started_at: float | None = None
@@ -203,9 +211,9 @@ class RankRecord:
     # the rank's explicit syncs, as a single-device cell's steps (compile seconds are the rank's own)
     steps: list[StepRecord] = field(default_factory=list)
     # per step: the rank's wall time from its previous sync's return (or its start) to this sync's return
-    step_s: list[float] = field(default_factory=list)
+    step_s: list[Num] = field(default_factory=list)
     # per step: where it synced ({"cell", "line", "code"} or {"file", "line", "function", "code"})
-    lines: list[dict | None] = field(default_factory=list)
+    lines: list[Line | None] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = _fields_dict(self, ("steps",))
@@ -213,10 +221,12 @@ class RankRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], artifacts: dict[str, GraphArtifacts]) -> "RankRecord":
-        fields = _known(cls, data, "rank")
-        fields["steps"] = [StepRecord.from_dict(s, artifacts) for s in data.get("steps") or []]
-        return cls(**fields)
+    def from_dict(cls, data: dict[str, Any], artifacts: dict[str, GraphArtifacts],
+                  notes: list[str] | None = None) -> "RankRecord":
+        fields = {k: v for k, v in data.items() if k != "steps"} if isinstance(data, dict) else data
+        rank = _load(cls, fields, "rank", notes)
+        rank.steps = _items(StepRecord, data.get("steps"), f"rank {rank.rank}: steps", notes, artifacts)
+        return rank
 
 
 @dataclass
@@ -231,22 +241,22 @@ class CellCapture:
     steps: list[StepRecord] = field(default_factory=list)
     wall_s: float | None = None
     # Transfers (and anything else timed) that happened after the last sync of the cell.
-    outside_steps: dict[str, float] = field(default_factory=dict)
+    outside_steps: dict[str, Num] = field(default_factory=dict)
     # Deltas of torch_xla.debug.metrics over the cell: the numbers the step timings add up to.
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=dict)
     fallback_ops: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     # %%xla --profile: measured time joined to the steps and kernels (profile/join.py join_profile),
     # with the machine's peaks for the roofline; None when the cell was not profiled
-    profile: dict | None = None
+    profile: Profile | None = None
     # multi-process launches in the cell: each rank's own steps (the kernel's are ``steps``), and per
     # launch {"launch", "function", "start_method", "processes", "error"}
     ranks: list[RankRecord] = field(default_factory=list)
-    launches: list[dict] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
     # what would cut the cell's compile time (profile/compile_advice.py): [{"kind", "text", "evidence",
     # "graph_hash" (None: the cell's), "line" (a source reference or None), "compiled_in"}]
-    advice: list[dict] = field(default_factory=list)
+    advice: list[Advice] = field(default_factory=list)
     schema: str = SCHEMA
 
     # --- summaries used by every view -------------------------------------------------------
@@ -292,18 +302,29 @@ class CellCapture:
             raise CaptureFormatError("a capture must be a JSON object")
         schema = data.get("schema")
         if not isinstance(schema, str) or not schema.startswith("xla_lab.capture/"):
-            raise CaptureFormatError(f"not an xla_lab capture (schema={schema!r})")
+            raise CaptureFormatError(f"not an xla_lab capture (schema={reprlib.repr(schema)})")
         if schema != SCHEMA:
             raise CaptureFormatError(f"capture schema {schema!r} is not readable by this xla_lab ({SCHEMA})")
+        if _depth(data) > MAX_DEPTH:
+            raise CaptureFormatError(f"capture JSON is nested more than {MAX_DEPTH} levels deep")
+        notes: list[str] = []
         raw_artifacts = data.get("artifacts") or {}
         if not isinstance(raw_artifacts, dict):
-            raise CaptureFormatError("capture: field 'artifacts' must be an object (graph hash -> artifacts)")
-        artifacts = {h: GraphArtifacts.from_dict(a) for h, a in raw_artifacts.items()}
-        fields = _known(cls, data, "capture")
-        fields.pop("artifacts", None)
-        fields["steps"] = [StepRecord.from_dict(s, artifacts) for s in data.get("steps") or []]
-        fields["ranks"] = [RankRecord.from_dict(r, artifacts) for r in data.get("ranks") or []]
-        return cls(**fields)
+            notes.append("left out of this saved capture: its graphs ('artifacts' is not an object of graph "
+                         "hash -> graph)")
+            raw_artifacts = {}
+        artifacts = {}
+        for graph_hash, raw in raw_artifacts.items():
+            try:
+                artifacts[graph_hash] = GraphArtifacts.from_dict(raw, notes)
+            except CaptureFormatError as exc:
+                notes.append(f"left out of this saved capture: graph {graph_hash[:12]!r} ({exc})")
+        top = {k: v for k, v in data.items() if k not in ("artifacts", "steps", "ranks")}
+        capture = _load(cls, top, "capture", notes)
+        capture.steps = _items(StepRecord, data.get("steps"), "steps", notes, artifacts)
+        capture.ranks = _items(RankRecord, data.get("ranks"), "ranks", notes, artifacts)
+        capture.notes = capture.notes + notes
+        return capture
 
     @classmethod
     def from_json(cls, text: str) -> "CellCapture":
@@ -319,168 +340,75 @@ class CellCapture:
             raise CaptureFormatError("capture JSON is nested too deeply") from None
 
 
-def _known(cls, data: dict[str, Any], what: str) -> dict[str, Any]:
-    """Keep the keys ``cls`` knows (newer writers may add fields); insist on the required ones."""
+_ADAPTERS: dict[type, TypeAdapter] = {}
+MAX_DEPTH = 64  # no writer nests deeper; a saved capture that does is refused (its unnamed keys are unchecked)
+
+
+def _depth(value: Any) -> int:
+    """How deep JSON data nests (iteratively: a 100,000-deep list must not exhaust the stack)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                return level
+            stack.extend((v, level + 1) for v in node if isinstance(v, (dict, list)))
+    return deepest
+_MAX_REPAIRS = 200  # parts left out of one record before it is refused whole
+
+
+def _adapter(cls) -> TypeAdapter:
+    if cls not in _ADAPTERS:
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
+
+
+def _required(cls) -> set[str]:
+    return {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+
+
+def _load(cls, data: Any, what: str, notes: list[str] | None):
+    """A record of ``cls`` from saved JSON, validated by its types (``format.py``). A damaged optional
+    field is left out (its default) and said in ``notes``; a damaged required field, a record that is
+    not an object, or any damage when ``notes`` is None, refuses it with CaptureFormatError."""
     if not isinstance(data, dict):
-        raise CaptureFormatError(f"{what} must be a JSON object")
-    out = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-    for name, f in cls.__dataclass_fields__.items():
-        required = f.default is MISSING and f.default_factory is MISSING
-        if required and name not in out:
-            raise CaptureFormatError(f"{what} is missing the field {name!r}")
-    hints = _hints(cls)
-    for name, value in out.items():
-        allowed = hints.get(name)
-        if allowed is not None and not isinstance(value, allowed):
-            names = " or ".join(sorted({"null" if t is type(None) else t.__name__ for t in allowed}))
-            raise CaptureFormatError(f"{what}: field {name!r} must be {names}, got {type(value).__name__}")
-    _check_nested(cls, out, what)
+        raise CaptureFormatError(f"{what} must be a JSON object, got {type(data).__name__}")
+    missing = sorted(_required(cls) - set(data))
+    if missing:
+        raise CaptureFormatError(f"{what} is missing the field {missing[0]!r}")
+    data = dict(data)
+    for _ in range(_MAX_REPAIRS):
+        try:
+            return _adapter(cls).validate_python(data)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False, include_input=False)[0]
+        except RecursionError:
+            raise CaptureFormatError(f"{what} is nested too deeply") from None
+        loc = error["loc"]
+        where = ".".join(str(part) for part in loc) or what
+        message = f"{what}.{where}: {error['msg']}"
+        name = loc[0] if loc else None
+        if notes is None or name not in data or name in _required(cls):
+            raise CaptureFormatError(message)
+        del data[name]  # back to its default
+        notes.append(f"left out of this saved capture, damaged: {message}")
+    raise CaptureFormatError(f"{what} is damaged in more than {_MAX_REPAIRS} places")
+
+
+def _items(cls, raw: Any, what: str, notes: list[str], *args) -> list:
+    """The records of a saved list (steps, ranks): a damaged one is left out and said."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        notes.append(f"left out of this saved capture: {what} (not a list)")
+        return []
+    out = []
+    for i, item in enumerate(raw):
+        try:
+            out.append(cls.from_dict(item, *args, notes))
+        except CaptureFormatError as exc:
+            notes.append(f"left out of this saved capture: {what}[{i}] ({exc})")
     return out
-
-
-_JSON_TYPES: dict[type, tuple] = {}
-
-
-def _hints(cls) -> dict[str, tuple]:
-    """Field -> the JSON types it may hold (from the dataclass annotations), so hostile or broken JSON
-    fails here with the field's name instead of somewhere in a view."""
-    if cls not in _JSON_TYPES:
-        import typing
-
-        table = {str: (str,), int: (int,), float: (int, float), bool: (bool,), dict: (dict,), list: (list,),
-                 type(None): (type(None),)}
-        out = {}
-        for name, hint in typing.get_type_hints(cls).items():
-            if name == "artifacts" and cls is StepRecord:
-                continue
-            options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-            allowed: tuple = ()
-            for option in options:
-                base = typing.get_origin(option) or option
-                if base not in table:
-                    break
-                allowed += table[base]
-            else:
-                out[name] = allowed
-        _JSON_TYPES[cls] = out
-    return _JSON_TYPES[cls]
-
-
-# --- the nested parts every view reads ----------------------------------------------------------
-# A schema is a type tuple, [item schema] for a list, {key: schema} for an object (a key ending in
-# "?" may be absent), or ("map", value schema) for an object with free keys.
-_NUM = (int, float)
-_NONE = type(None)
-_LINE = {"cell?": (int, _NONE), "line": (int,), "code?": (str, _NONE), "file?": (str, _NONE),
-         "function?": (str, _NONE)}
-_KERNEL = {"name": (str,), "kind": (str,), "computation?": (str,), "members": [(str,)], "aten_ops": [(str,)],
-           "lines": [_LINE], "sources": [(str,)], "shape": (str,), "flops": _NUM, "bytes": _NUM,
-           "collective?": (bool,), "lines_inferred?": (bool,), "model_lines?": [_LINE],
-           "runs?": (int, _NONE), "loop?": (str, _NONE)}
-_LOOP = {"instruction": (str,), "computation?": (str,), "body": (str,), "condition?": (str,),
-         "trip_count": (int, _NONE), "trip_count_from?": (str, _NONE), "runs?": (int, _NONE),
-         "parent?": (str, _NONE), "op?": (str, _NONE), "kernels": [(str,)], "lines": [_LINE],
-         "model_lines?": [_LINE], "backward?": (bool,)}
-_MEMORY = {"peak_bytes?": _NUM, "parameter_bytes?": _NUM, "output_bytes?": _NUM, "temp_bytes?": _NUM,
-           "constant_bytes?": _NUM, "largest?": [{"bytes": _NUM, "kind": (str,), "instruction?": (str, _NONE),
-                                                 "shape?": (str, _NONE), "source?": (_LINE, _NONE)}]}
-_SPMD = {"devices": (int,), "memory_per_device?": (bool,),
-         "tensors": [{"name": (str,), "role": (str,), "shape": (str,), "sharding": (str,), "layout": (str,),
-                      "per_device_shape": (str,), "blocks": [{"tile": [(int,)], "ranges": [[(int,)]],
-                                                              "devices": [(int,)]}], "lines?": [_LINE]}],
-         "collectives": [{"name": (str,), "kind": (str,), "shape": (str,), "bytes": _NUM, "groups": [[(int,)]],
-                          "group_size": (int,), "lines": [_LINE], "lines_inferred?": (bool,),
-                          "sources?": [(str,)]}]}
-_STAT = [_NUM]  # [count, total ns, longest ns], per kernel (and per other event of the module)
-_COMPUTE = {"runs": (int,), "compute_ns": _NUM, "shared_ns": _NUM, "median_ns?": _NUM, "left_out": ("map", [_NUM])}
-_PROFILE = {"steps": [{"step": (int,), "graph_hash": (str,), "start_ns": _NUM, "span_ns": _NUM, "busy_ns": _NUM,
-                       "kernel_ns": _NUM, "compute_ns?": _NUM, "left_out_ns?": _NUM, "wall_ns?": (int, float, _NONE),
-                       "idle_before_ns": _NUM, "host": ("map", _NUM)}],
-            "graphs": ("map", {"module": (str,), "executions": (int,), "kernels": ("map", _STAT),
-                               "other": ("map", _STAT), "compute?": ("map", _COMPUTE)}),
-            "unmatched_executions": (int,), "unmatched_ns": _NUM, "span_ns": _NUM,
-            "timeline": [[(str, int, float)]], "timeline_dropped": (int,),
-            "peaks?": ({"flops_per_s": _NUM, "bytes_per_s": _NUM, "source": (str,)}, _NONE)}
-_NODE_INFO = {"ids": [(int,)], "kernel": [(str, _NONE)], "scope": [(int,)], "scopes": [(str,)], "line": [(int,)],
-              "lines": [{"cell?": (int, _NONE), "line": (int,), "code?": (str, _NONE)}]}
-_NESTED = {
-    GraphArtifacts: {"fusions": [_KERNEL], "loops": [_LOOP], "memory": _MEMORY, "spmd": _SPMD, "node_info": _NODE_INFO,
-                     "large_constants": [{"instruction": (str,), "shape": (str,), "bytes": _NUM,
-                                          "where?": (str, _NONE)}]},
-    StepRecord: {"timings": ("map", (int, float, _NONE)), "fallback_ops": ("map", (int,))},
-    RankRecord: {"step_s": [_NUM], "lines": [(_LINE, _NONE)]},
-    CellCapture: {"notes": [(str,)], "launches": [{"launch": (int,), "function": (str,), "start_method": (str,),
-                                                   "processes": (int,), "error?": (str, _NONE)}], "fallback_ops": ("map", (int,)), "outside_steps": ("map", _NUM),
-                  "profile": _PROFILE,
-                  "metrics": ("map", (int, float, str, list, dict, _NONE))},
-}
-
-
-def _check_nested(cls, fields: dict[str, Any], what: str) -> None:
-    for name, schema in _NESTED.get(cls, {}).items():
-        if fields.get(name) is not None:
-            _check(fields[name], schema, f"{what}.{name}")
-    if cls is GraphArtifacts and fields.get("node_info") is not None:
-        _check_node_info(fields["node_info"], f"{what}.node_info")
-    if cls is CellCapture and fields.get("profile") is not None:
-        _check_profile(fields["profile"], f"{what}.profile")
-
-
-def _check_profile(profile: dict, path: str) -> None:
-    """Kernel stats are [count, total ns, longest ns]; timeline rows [lane, name, start, duration, step]."""
-    for graph_hash, graph in profile["graphs"].items():
-        for table, size in (("kernels", 3), ("other", 3)):
-            for name, stat in graph[table].items():
-                if len(stat) != size:
-                    raise CaptureFormatError(f"{path}.graphs[{graph_hash!r}].{table}[{name!r}] must be "
-                                             f"[count, total ns, longest ns]")
-    for i, row in enumerate(profile["timeline"]):
-        if len(row) != 5 or not (isinstance(row[0], str) and isinstance(row[1], str)
-                                 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in row[2:])):
-            raise CaptureFormatError(f"{path}.timeline[{i}] must be [lane, name, start ns, duration ns, step]")
-
-
-def _check_node_info(info: dict, path: str) -> None:
-    """The per-node lists run parallel to ``ids`` and index into ``scopes`` / ``lines`` (-1: none)."""
-    n = len(info["ids"])
-    for key, table in (("kernel", None), ("scope", "scopes"), ("line", "lines")):
-        if len(info[key]) != n:
-            raise CaptureFormatError(f"{path}.{key} has {len(info[key])} entries for {n} nodes")
-        if table is not None:
-            size = len(info[table])
-            bad = next((i for i in info[key] if not -1 <= i < size), None)
-            if bad is not None:
-                raise CaptureFormatError(f"{path}.{key} refers to {table}[{bad}] of {size}")
-
-
-def _check(value: Any, schema, path: str) -> None:
-    if isinstance(schema, list):
-        if not isinstance(value, list):
-            raise CaptureFormatError(f"{path} must be a list, got {type(value).__name__}")
-        for i, item in enumerate(value):
-            _check(item, schema[0], f"{path}[{i}]")
-    elif isinstance(schema, dict):
-        if not isinstance(value, dict):
-            raise CaptureFormatError(f"{path} must be an object, got {type(value).__name__}")
-        for key, sub in schema.items():
-            name = key.rstrip("?")
-            if name not in value:
-                if key.endswith("?"):
-                    continue
-                raise CaptureFormatError(f"{path} is missing {name!r}")
-            _check(value[name], sub, f"{path}.{name}")
-    elif schema and schema[0] == "map":
-        if not isinstance(value, dict):
-            raise CaptureFormatError(f"{path} must be an object, got {type(value).__name__}")
-        for key, item in value.items():
-            _check(item, schema[1], f"{path}[{key!r}]")
-    else:  # a tuple of types, possibly holding nested schemas
-        plain = tuple(t for t in schema if isinstance(t, type))
-        if isinstance(value, plain):
-            return
-        for option in schema:
-            if isinstance(option, dict) and isinstance(value, dict):
-                return _check(value, option, path)
-        names = " or ".join(sorted({"null" if t is _NONE else t.__name__ for t in plain} | (
-            {"object"} if any(isinstance(o, dict) for o in schema) else set())))
-        raise CaptureFormatError(f"{path} must be {names}, got {type(value).__name__}")

@@ -64,41 +64,11 @@ class CompileView:
         return self.profile["compile_ns"]
 
 
-_NUM = (int, float)
-
-
-def _rows(value, fields: dict) -> bool:
-    """A list of dicts whose ``fields`` have those types (a tuple of types; None allowed where listed)."""
-    return isinstance(value, list) and all(
-        isinstance(row, dict) and all(isinstance(row.get(k), t) for k, t in fields.items()) for row in value)
-
-
-def well_formed(profile) -> bool:
-    """Does a compile profile (from a capture file: it may be damaged or hand-made) hold what the views
-    read, with the right types? A profile that does not is not shown (never an error)."""
-    if not isinstance(profile, dict):
-        return False
-    num_or_none = _NUM + (type(None),)
-    scalars = {"compile_ns": _NUM, "explained": _NUM, "lowering_ns": num_or_none, "traced": num_or_none,
-               "execution_wait_ns": num_or_none,
-               "kernel_threads": (int, type(None)), "kernel_thread_ns": num_or_none,
-               "kernel_events": (bool, type(None)), "module": (str, type(None)), "step": (int, type(None))}
-    if not all(isinstance(profile.get(k), t) for k, t in scalars.items()) or profile["compile_ns"] <= 0:
-        return False
-    codegen, counts = profile.get("codegen") or {}, profile.get("counts") or {}
-    return (isinstance(codegen, dict) and isinstance(counts, dict)
-            and all(isinstance(v, num_or_none) for v in list(codegen.values()) + list(counts.values()))
-            and _rows(profile.get("phases"), {"name": str, "ns": _NUM, "share": _NUM})
-            and _rows(profile.get("passes") or [], {"name": str, "ns": _NUM, "count": int})
-            and _rows(profile.get("pipelines") or [], {"name": str, "ns": _NUM})
-            and _rows(profile.get("kernels") or [], {"name": str, "ns": _NUM, "op_count": num_or_none}))
-
-
 def compile_view(art, execution_count: int | None, source: str, prompts=None) -> CompileView | None:
     """``art``: a GraphArtifacts with a compile profile; lines named as the run shown names them. None
-    without a profile, or with one that is not well formed."""
+    without a profile (a saved one is validated when it loads: ``capture/format.py``)."""
     profile = art.compile_profile
-    if not profile or not well_formed(profile):
+    if not profile:
         return None
     analysed = {k["name"]: k for k in (art.fusions or [])}
 
