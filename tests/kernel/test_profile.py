@@ -80,21 +80,21 @@ def test_every_kernel_that_ran_has_a_measured_time(profiled):
 def test_device_time_agrees_with_execute_time(slow_profiled, profiled):
     """Device busy time (the union of a step's kernel intervals; XLA's CPU client runs independent
     kernels in parallel, so their sum exceeds it) is never more than torch_xla's ExecuteTime for the
-    step, and over a cell of several-ms steps it is most of it (0.97-0.99 on a quiet machine).
-    ExecuteTime also counts the dispatch and the wait before the first kernel starts, which grows on
-    a loaded machine (a full test run measured one step at 0.79), so single steps are only bounded
-    above. On sub-ms steps the two disagree by tens of µs either way."""
+    step, and on several-ms steps it is most of it (0.97-0.99 on a quiet machine). ExecuteTime also
+    counts the dispatch and the wait before the first kernel starts, which grows on a loaded machine
+    (a full test run measured one step at 0.79; CI's 2 busy cores read a whole cell of sub-ms steps at
+    0.21), so only the step that waited least is bounded below, and sub-ms steps only above."""
     rows, steps = slow_profiled.profile["steps"], slow_profiled.steps
     for row, step in zip(rows, steps):
         execute_ns = step.timings["execute_s"] * 1e9
         assert execute_ns > 3e6
         assert row["busy_ns"] <= row["span_ns"] and row["busy_ns"] <= row["kernel_ns"]
         assert row["busy_ns"] <= execute_ns * 1.05 + 50e3, (row, execute_ns)
-    total = sum(r["busy_ns"] for r in rows) / (slow_profiled.total("execute_s") * 1e9)
-    assert 0.75 <= total <= 1.05, total
+    ratios = [r["busy_ns"] / (s.timings["execute_s"] * 1e9) for r, s in zip(rows, steps)]
+    assert max(ratios) >= 0.75, ratios  # the step that waited least: most of it is kernels
     small = profiled.profile["steps"]
-    busy = sum(r["busy_ns"] for r in small)
-    assert 0.25 <= busy / (profiled.total("execute_s") * 1e9) <= 1.6  # (sub-ms steps: loose either way)
+    for row, step in zip(small, profiled.steps):  # sub-ms steps: bounded above only (CI's 2 loaded
+        assert 0 < row["busy_ns"] <= step.timings["execute_s"] * 1e9 * 1.6 + 50e3  # cores: 0.21)
     # the host side: every cached step synced (trace + lowering), none compiled
     assert all(row["host"].get("sync_ns", 0) > 0 for row in small)
     assert not any(row["host"].get("compile_ns") for row in small)
