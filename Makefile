@@ -11,7 +11,8 @@ EXT      := extension
 STATIC   := xla_lab/view/static
 LABEXT   := xla_lab/labextension
 EXT_OUT  := $(STATIC)/panel.js $(STATIC)/panel.css $(STATIC)/viz-standalone.mjs $(LABEXT)/package.json
-EXT_SRC  := $(shell find $(EXT)/src -type f 2>/dev/null) $(EXT)/build.mjs $(EXT)/package.json
+EXT_SRC  := $(shell find $(EXT)/src -type f -not -path "*/generated/*" 2>/dev/null) $(EXT)/build.mjs $(EXT)/gen-types.mjs \
+            $(EXT)/package.json xla_lab/view/panel-1.schema.json
 EXT_DEPS := $(EXT)/node_modules/.package-lock.json
 
 .PHONY: env env-2.8 lab test test-2.8 test-alone bench notebooks clean-env

@@ -6,7 +6,7 @@ import {
 import { chain, validModel } from "./fixtures";
 
 /** A panel model of one run of cell `cellId`: `steps` graphs hashes, with batch `batch` in the shapes; `rows`: the
- * summary's step rows (none: an output saved before them). */
+ * summary's step rows (none: one per step, as Python writes steps it does not fold). */
 function runModel(cellId: string, count: number, startedAt: number, batch: number, steps: [string, string][] = [["ha", "miss"]], rows?: object[]) {
   const m = validModel() as Record<string, any>;
   const graphs: Record<string, unknown> = {};
@@ -19,9 +19,12 @@ function runModel(cellId: string, count: number, startedAt: number, batch: numbe
   return {
     ...m, main_graph: steps[0][0], graphs,
     capture: { ...m.capture, cell_id: cellId, execution_count: count, started_at: startedAt, artifacts,
-      steps: steps.map(([hash, cache], index) => ({ index, graph_name: "train", graph_hash: hash, cache, sync_cause: "torch_xla.sync()", sync_line: 7, timings: {},
-        recompile_reason: index === 1 ? "optimizer state created on step 0" : null })) },
-    summary: { ...m.summary, steps: steps.length, recompiles: [], rows },
+      steps: steps.map(([hash, cache], index) => ({ index, graph_name: "train", graph_hash: hash, cache, sync_cause: "torch_xla.sync()", sync_line: 7,
+        sync_code: null, timings: {}, fallback_ops: {}, saved_s: null, recompile_reason: index === 1 ? "optimizer state created on step 0" : null })) },
+    summary: { ...m.summary, steps: steps.length, recompiles: [],
+      rows: rows ?? steps.map(([hash, cache], i) => ({ steps: String(i), first: i, last: i, count: 1, cache, cause: "torch_xla.sync()",
+        ref: { cell: count, line: 7, code: null }, graph: hash, compile_s: null, execute_s: null, trace_s: null,
+        text: `${i} | ${cache} | torch_xla.sync() @ [${count}]:7` })) },
   };
 }
 
@@ -106,12 +109,12 @@ describe("CaptureStore", () => {
     expect(e1.inNotebook).toBe(false);
   });
 
-  it("lists an output saved before summary.rows one row per step, not folded", () => {
+  it("refuses an output saved before summary.rows (its saved HTML shows instead), saying why", () => {
     const s = new CaptureStore();
-    const e = s.add(runModel("cell-a", 3, 10, 8, [["ha", "miss"], ["hb", "hit"], ["hb", "hit"]]), "c", "saved")!;
-    expect(stepListOf(e).map((r) => [r.steps, r.cache, r.text])).toEqual([
-      ["0", "miss", "0 | miss | torch_xla.sync() @ [3]:7"], ["1", "hit", "1 | hit | torch_xla.sync() @ [3]:7"], ["2", "hit", "2 | hit | torch_xla.sync() @ [3]:7"]]);
-    expect(stepRefOf(s.steps(["c"])[1])).toEqual({ cell: 3, line: 7, code: null });
+    const old = runModel("cell-a", 3, 10, 8) as Record<string, any>;
+    delete old.summary.rows;
+    expect(s.add(old, "c", "saved")).toBeNull();
+    expect(s.errors[0].message).toBe('invalid xla_lab panel model: model.summary: Instance does not have required property "rows".');
   });
 
   it("orders cells as the notebook does and reports unreadable captures without throwing", () => {
@@ -122,7 +125,7 @@ describe("CaptureStore", () => {
     expect(s.add({ schema: "xla_lab.panel/1", capture: { cell_id: "x", execution_count: 1, started_at: 1 }, graphs: { h: { nodes: "bad" } } }, "c", "saved")).toBeNull();
     expect(s.add("not json", "c", "saved")).toBeNull();
     expect(s.errors.length).toBe(2);
-    expect(s.errors[0].message).toMatch(/nodes must be an array/);
+    expect(s.errors[0].message).toMatch(/model\.capture: .*required property/);
     expect(s.errors.map((e) => e.cellModelId)).toEqual(["c", "c"]); // the side panel names the cell
   });
 

@@ -7,13 +7,14 @@ import { describe, expect, it } from "vitest";
 import {
   compareCompileEntries, compareCompiles, compilesBySize, fmtCompileSeconds, grownLine, phaseSegments, pyFixed, sortCompileKernels, threadNote,
 } from "../src/core/compile";
-import { parseCompile, parsePanelModel, type CompileEntry, type CompileLine } from "../src/core/model";
+import { parsePanelModel, type CompileEntry, type CompileLine } from "../src/core/model";
 import { FakeEl, useFakeDocument } from "./fakedom";
 import { validModel } from "./fixtures";
 
 const SAMPLE = JSON.parse(readFileSync(new URL("./fixtures/compile_panel.json", import.meta.url), "utf8")) as Record<string, any>[];
 const raw = () => structuredClone(SAMPLE);
 const withCompile = (compile: unknown) => ({ ...(validModel() as object), compile });
+const parseCompile = (compile: unknown): CompileEntry[] => parsePanelModel(withCompile(compile)).compile;
 
 describe("the compile section's validator", () => {
   it("accepts the real sample and keeps it as it came", () => {
@@ -31,10 +32,9 @@ describe("the compile section's validator", () => {
     expect(c.passes.find((p) => p.name === "RunInvariantCheckers")?.count).toBe(54);
   });
 
-  it("reads an output saved before the section existed (or a null one) as no compiles", () => {
+  it("reads a run without compiles as no compiles; a section that is not a list is refused", () => {
     expect(parsePanelModel(validModel()).compile).toEqual([]);
-    expect(parsePanelModel(withCompile(null)).compile).toEqual([]);
-    expect(parsePanelModel(withCompile([])).compile).toEqual([]);
+    expect(() => parsePanelModel(withCompile(null))).toThrow(/model\.compile: /);
   });
 
   it("reads optional figures as null, and a line without a reference", () => {
@@ -47,29 +47,28 @@ describe("the compile section's validator", () => {
     const [p] = parseCompile([c]);
     expect([p.lowering_ns, p.kernel_threads, p.module, p.graph_name, p.kernels[0].op_count]).toEqual([null, null, null, null, null]);
     expect(p.execution_wait_ns).toBeNull();  // (captures saved before it was recorded)
-    expect(p.counts).toEqual({ hlo_before: null, hlo_after: null, kernels: null, functions: null });
+    expect(p.counts).toEqual({});
     expect(p.lines[1].ref).toBeNull();
-    expect(p.advice[0].line).toMatchObject({ cell: null, file: "m.py", line: 9 });
+    expect(p.advice[0].line).toEqual({ file: "m.py", line: 9, code: "y = f(x)" });
   });
 
   it("rejects a wrong type anywhere with its path", () => {
     const bad = (edit: (c: Record<string, any>) => void) => { const c = raw(); edit(c[0]); return () => parsePanelModel(withCompile(c)); };
-    expect(() => parsePanelModel(withCompile({}))).toThrow("model.compile must be an array (got object)");
-    expect(() => parsePanelModel(withCompile(["x"]))).toThrow("model.compile[0] must be an object (got string)");
-    expect(bad((c) => { c.compile_ns = "2.9e9"; })).toThrow("model.compile[0].compile_ns must be a finite number (got string)");
-    expect(bad((c) => { delete c.graph_hash; })).toThrow("model.compile[0].graph_hash must be a string (got undefined)");
-    expect(bad((c) => { c.phases[1].share = "23%"; })).toThrow("model.compile[0].phases[1].share must be a finite number");
-    expect(bad((c) => { c.passes[4].count = "54"; })).toThrow("model.compile[0].passes[4].count must be a finite number (got string)");
-    expect(bad((c) => { c.counts.kernels = "228"; })).toThrow("model.compile[0].counts.kernels must be a finite number (got string)");
-    expect(bad((c) => { c.codegen = [1]; })).toThrow("model.compile[0].codegen must be an object (got array)");
-    expect(bad((c) => { c.kernels[3].lines[0].line = "3"; })).toThrow("model.compile[0].kernels[3].lines[0].line must be a finite number");
-    expect(bad((c) => { c.kernels[0].aten_ops = "aten::add"; })).toThrow("model.compile[0].kernels[0].aten_ops must be an array");
-    expect(bad((c) => { c.untimed[2].kernels = [1]; })).toThrow("model.compile[0].untimed[2].kernels[0] must be a string (got number)");
-    expect(bad((c) => { c.lines[0].kernels = ["a", "b"]; })).toThrow("model.compile[0].lines[0].kernels must be a finite number (got array)");
-    expect(bad((c) => { c.model_lines[0].ref = "[1]:3"; })).toThrow("model.compile[0].model_lines[0].ref must be an object (got string)");
-    expect(bad((c) => { c.ops[0].ns = Infinity; })).toThrow("model.compile[0].ops[0].ns must be a finite number");
-    expect(bad((c) => { c.advice = [{ kind: "x", text: 5 }]; })).toThrow("model.compile[0].advice[0].text must be a string (got number)");
-    expect(bad((c) => { c.text = ["ok", 7]; })).toThrow("model.compile[0].text[1] must be a string (got number)");
+    expect(() => parsePanelModel(withCompile({}))).toThrow("model.compile: Instance type \"object\" is invalid. Expected \"array\".");
+    expect(() => parsePanelModel(withCompile(["x"]))).toThrow(/model\.compile\[0\]: .*Expected "object"/);
+    expect(bad((c) => { c.compile_ns = "2.9e9"; })).toThrow(/model\.compile\[0\]\.compile_ns: .*Expected "number"/);
+    expect(bad((c) => { delete c.graph_hash; })).toThrow(/model\.compile\[0\]: .*required property "graph_hash"/);
+    expect(bad((c) => { c.phases[1].share = "23%"; })).toThrow(/model\.compile\[0\]\.phases\[1\]\.share: /);
+    expect(bad((c) => { c.passes[4].count = "54"; })).toThrow(/model\.compile\[0\]\.passes\[4\]\.count: .*Expected "integer"/);
+    expect(bad((c) => { c.counts.kernels = "228"; })).toThrow(/model\.compile\[0\]\.counts\.kernels: /);
+    expect(bad((c) => { c.codegen = [1]; })).toThrow(/model\.compile\[0\]\.codegen: .*Expected "object"/);
+    expect(bad((c) => { c.kernels[3].lines[0].line = "3"; })).toThrow(/model\.compile\[0\]\.kernels\[3\]\.lines\[0\]\.line: /);
+    expect(bad((c) => { c.kernels[0].aten_ops = "aten::add"; })).toThrow(/model\.compile\[0\]\.kernels\[0\]\.aten_ops: .*Expected "array"/);
+    expect(bad((c) => { c.untimed[2].kernels = [1]; })).toThrow(/model\.compile\[0\]\.untimed\[2\]\.kernels\[0\]: .*Expected "string"/);
+    expect(bad((c) => { c.lines[0].kernels = ["a", "b"]; })).toThrow(/model\.compile\[0\]\.lines\[0\]\.kernels: .*Expected "integer"/);
+    expect(bad((c) => { c.model_lines[0].ref = "[1]:3"; })).toThrow(/model\.compile\[0\]\.model_lines\[0\]\.ref: /);
+    expect(bad((c) => { c.advice = [{ kind: "x", text: 5, where: null, line: null }]; })).toThrow(/model\.compile\[0\]\.advice\[0\]\.text: .*Expected "string"/);
+    expect(bad((c) => { c.text = ["ok", 7]; })).toThrow(/model\.compile\[0\]\.text\[1\]: .*Expected "string"/);
   });
 });
 

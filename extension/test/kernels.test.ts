@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { fmtBytes, fmtCount, fmtSeconds, lineRangeRef, lineRef } from "../src/core/format";
 import { annotateSource, fileLines, kernelLineParts, kernelLineText, sortKernels } from "../src/core/kernels";
-import type { Kernel, Step, StepRow } from "../src/core/model";
-import { rowOfStep, stepRowText, stepSourceRef, unfoldedRows } from "../src/core/steps";
+import type { Kernel, RunStep, StepRow } from "../src/core/model";
+import { rowOfStep, stepRowText } from "../src/core/steps";
 import { niceScale, timelineBars } from "../src/core/timeline";
 
 const k = (name: string, flops: number, bytes: number, members: number): Kernel => ({
@@ -82,17 +82,11 @@ describe("format, steps, timeline", () => {
     expect(stepRowText({ ...row, ref: { cell: null, line: 7, code: "xm.mark_step()" } })).toBe("3-199 (197x) | hit | torch_xla.sync() @ [?]:7: xm.mark_step()");
   });
 
-  it("lists an older saved output's steps one row each, not folded", () => {
-    const st = (index: number, cache: string, line: number | null): Step => ({ index, graph_name: "g", graph_hash: "0123456789abcdef", cache,
-      sync_cause: "torch_xla.sync()", sync_line: line, sync_code: line == null ? null : "torch_xla.sync()", timings: { compile_s: cache === "miss" ? 1 : 0, execute_s: 0.1 } });
-    const rows = unfoldedRows({ execution_count: 4, steps: [st(0, "miss", 7), st(1, "hit", 7), st(2, "hit", null)] });
-    expect(rows.map((r) => [r.steps, r.first, r.last, r.count])).toEqual([["0", 0, 0, 1], ["1", 1, 1, 1], ["2", 2, 2, 1]]);
-    expect(rows[0]).toEqual<StepRow>({ steps: "0", first: 0, last: 0, count: 1, cache: "miss", cause: "torch_xla.sync()",
+  it("finds the row that holds a step", () => {
+    const row: StepRow = { steps: "0", first: 0, last: 0, count: 1, cache: "miss", cause: "torch_xla.sync()",
       ref: { cell: 4, line: 7, code: "torch_xla.sync()" }, graph: "0123456789ab", compile_s: 1, execute_s: 0.1, trace_s: null,
-      text: "0 | miss | torch_xla.sync() @ [4]:7: torch_xla.sync()" });
-    expect(rows[2].ref).toBeNull();
-    expect(rows[2].text).toBe("2 | hit | torch_xla.sync()");
-    expect(stepSourceRef({ execution_count: null }, st(5, "hit", 9))).toEqual({ cell: null, line: 9, code: "torch_xla.sync()" });
+      text: "0 | miss | torch_xla.sync() @ [4]:7: torch_xla.sync()" };
+    const rows = [row, { ...row, steps: "1", first: 1, last: 1 }];
     const folded = [{ ...rows[0] }, { ...rows[1], steps: "1-99 (99x)", last: 99, count: 99 }];
     expect(rowOfStep(folded, 50)?.first).toBe(1);
     expect(rowOfStep(folded, 0)?.first).toBe(0);
@@ -100,7 +94,8 @@ describe("format, steps, timeline", () => {
   });
 
   it("buckets long runs", () => {
-    const steps = Array.from({ length: 1000 }, (_, i) => ({ index: i, cache: i ? "hit" : "miss", trace_s: 0.001, compile_s: i ? 0 : 1, execute_s: 0.002, transfer_s: null }));
+    const steps: RunStep[] = Array.from({ length: 1000 }, (_, i) => ({ index: i, cache: i ? "hit" : "miss", trace_s: 0.001, compile_s: i ? 0 : 1, execute_s: 0.002,
+      transfer_s: null, execution_wait_s: null }));
     const [older, cur] = timelineBars([{ execution_count: 1, started_at: 0, steps: steps.slice(0, 3) }, { execution_count: 2, started_at: 1, steps }], 100);
     expect(older.bars).toHaveLength(3);
     expect(cur.label).toBe("this run [2]");
@@ -112,10 +107,10 @@ describe("format, steps, timeline", () => {
   });
 
   it("stacks a sync's wait for its execution beside the trace it was taken out of", () => {
-    const steps = [
+    const steps: RunStep[] = [
       { index: 0, cache: "miss", trace_s: 0.1, compile_s: 2, execute_s: 0.3, transfer_s: 0, execution_wait_s: 0.25 },
       { index: 1, cache: "hit", trace_s: 0.05, compile_s: 0, execute_s: 0.3, transfer_s: 0, execution_wait_s: null },
-      { index: 2, cache: "hit", trace_s: 0.05, compile_s: 0, execute_s: 0.3, transfer_s: 0 },  // (an older output)
+      { index: 2, cache: "hit", trace_s: 0.05, compile_s: 0, execute_s: 0.3, transfer_s: 0, execution_wait_s: 0 },
     ];
     const [run] = timelineBars([{ execution_count: 3, started_at: 0, steps }]);
     expect(run.bars.map((b) => b.values.execution_wait_s)).toEqual([0.25, 0, 0]);

@@ -1,7 +1,7 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
-import { CaptureStore, captureKey } from "../src/core/captures";
+import { CAPTURE_MIME, CaptureStore, captureKey } from "../src/core/captures";
 import { parsePanelModel } from "../src/core/model";
 import { MAX_UNPACKED_BYTES, PACKING, isPacked, unpackCapture } from "../src/core/packed";
 import { validModel } from "./fixtures";
@@ -9,26 +9,36 @@ import { validModel } from "./fixtures";
 /** Packed as xla_lab/view/saved_output.py packs it. */
 function pack(model: Record<string, unknown>, over: Record<string, unknown> = {}): Record<string, unknown> {
   const text = Buffer.from(JSON.stringify(model), "utf8");
-  const c = model.capture as Record<string, unknown>;
+  const c = model.capture as unknown as Record<string, unknown>;
   return { schema: model.schema, packed: PACKING, key: { cell_id: c.cell_id, execution_count: c.execution_count, started_at: c.started_at },
     bytes: text.length, data: gzipSync(text).toString("base64"), ...over };
 }
 
 describe("packed capture payloads", () => {
-  it("inflates what Python packed (a real saved capture of tutorial 2)", async () => {
-    const packed = JSON.parse(readFileSync(new URL("./fixtures/packed.json", import.meta.url), "utf8"));
-    expect(isPacked(packed)).toBe(true);
-    const model = await unpackCapture(packed) as Record<string, unknown>;
-    const parsed = parsePanelModel(model);
-    expect(parsed.capture.cell_id).toBe(packed.key.cell_id);
-    expect(captureKey(packed)).toBe(captureKey(model));
-    expect(Object.keys(parsed.graphs).length).toBeGreaterThan(0);
+  it("inflates and validates every output the tutorials saved (Python packed them)", async () => {
+    const dir = new URL("../../notebooks/", import.meta.url);
+    let outputs = 0;
+    for (const name of readdirSync(dir).filter((f) => f.endsWith(".ipynb")).sort()) {
+      const nb = JSON.parse(readFileSync(new URL(name, dir), "utf8")) as { cells: { outputs?: { data?: Record<string, unknown> }[] }[] };
+      for (const out of nb.cells.flatMap((c) => c.outputs ?? [])) {
+        const packed = out.data?.[CAPTURE_MIME] as Record<string, any> | undefined;
+        if (packed === undefined) continue;
+        expect(isPacked(packed), name).toBe(true);
+        const model = await unpackCapture(packed) as unknown as Record<string, unknown>;
+        const parsed = parsePanelModel(model);
+        expect(parsed.capture.cell_id, name).toBe(packed.key.cell_id);
+        expect(captureKey(packed)).toBe(captureKey(model));
+        expect(Object.keys(parsed.graphs).length, name).toBeGreaterThan(0);
+        outputs += 1;
+      }
+    }
+    expect(outputs).toBeGreaterThanOrEqual(15);
   });
 
   it("passes unpacked payloads through and keeps non-ASCII text", async () => {
     const m = validModel();
     expect(await unpackCapture(m)).toBe(m);
-    (m.capture as Record<string, unknown>).source = "x = 'é→λ'";
+    (m.capture as unknown as Record<string, unknown>).source = "x = 'é→λ'";
     expect(await unpackCapture(pack(m))).toEqual(m);
   });
 

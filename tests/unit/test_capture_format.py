@@ -47,10 +47,25 @@ def _with_compile_profile(data: dict) -> dict:
     return data
 
 
-def test_the_checked_in_schema_is_what_the_types_give():
+def test_the_checked_in_schemas_are_what_the_types_give():
     from xla_lab.capture import schema
+    from xla_lab.view import panel_schema
 
     assert schema.PATH.read_text() == schema.text(), "run: python -m xla_lab.capture.schema"
+    assert panel_schema.PATH.read_text() == panel_schema.text(), "run: python -m xla_lab.view.panel_schema"
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_every_panel_model_is_valid_under_the_panel_schema(name):
+    """What the browser's validator (generated from the panel schema) accepts is what Python writes."""
+    import jsonschema
+
+    from xla_lab.view import panel_schema
+    from xla_lab.view.panel_model import panel_model
+
+    capture = CellCapture.from_dict(_fixture(name))
+    model = json.loads(json.dumps(panel_model(capture, [capture])))
+    jsonschema.Draft7Validator(json.loads(panel_schema.PATH.read_text())).validate(model)
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -60,7 +75,7 @@ def test_every_recorded_capture_is_valid_under_the_schema(name):
     from xla_lab.capture import schema
 
     data = _fixture(name)
-    jsonschema.Draft202012Validator(json.loads(schema.PATH.read_text())).validate(data)
+    jsonschema.Draft7Validator(json.loads(schema.PATH.read_text())).validate(data)
     capture = CellCapture.from_dict(data)
     assert not [n for n in capture.notes if "left out of this saved capture" in n]
 
@@ -117,6 +132,9 @@ def _mutate(data: dict, rng: random.Random) -> list[tuple]:
     return done
 
 
+PANEL = None
+
+
 def _render(capture: CellCapture, others: list[CellCapture]) -> None:
     from rich.console import Console
 
@@ -128,7 +146,7 @@ def _render(capture: CellCapture, others: list[CellCapture]) -> None:
     to_text(capture)
     for page in (to_html(capture), capture_html(capture), report_html([capture])):
         assert "<img src=x" not in page and "<script>x" not in page  # user text is escaped
-    json.dumps(panel_model(capture, others))
+    PANEL.validate_python(json.loads(json.dumps(panel_model(capture, others))))  # what the browser's types say
     Console(file=open(os.devnull, "w"), width=120).print(Report(capture))
     if capture.profile:
         kernels = breakdown.kernel_times(capture)
@@ -137,6 +155,12 @@ def _render(capture: CellCapture, others: list[CellCapture]) -> None:
 
 
 def test_fuzzed_captures_load_or_are_refused_and_never_crash_a_view():
+    global PANEL
+    from pydantic import TypeAdapter
+
+    from xla_lab.view.panel_format import PanelModel
+
+    PANEL = TypeAdapter(PanelModel)
     rng = random.Random(SEED)
     bases = {name: _fixture(name) for name in CASES}
     texts = {name: json.dumps(data) for name, data in bases.items()}
@@ -159,3 +183,26 @@ def test_fuzzed_captures_load_or_are_refused_and_never_crash_a_view():
         loaded += 1
     print(f"{MUTATIONS} mutations over {len(CASES)} captures: {loaded} loaded and rendered, {refused} refused")
     assert loaded + refused == MUTATIONS and loaded > MUTATIONS // 4
+
+
+def test_every_tutorial_output_is_valid_under_the_panel_schema():
+    """The tutorials' saved outputs are what JupyterLab's renderer validates (the extension's validator reads
+    the same schema; vitest runs it on these outputs too): they must stay readable as the format changes."""
+    import jsonschema
+
+    from xla_lab.view import panel_schema
+    from xla_lab.view.panel import MIME
+    from xla_lab.view.saved_output import unpacked_payload
+
+    validator = jsonschema.Draft7Validator(json.loads(panel_schema.PATH.read_text()))
+    outputs = 0
+    for notebook in sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(notebook.read_text())["cells"]:
+            for out in cell.get("outputs", []):
+                payload = out.get("data", {}).get(MIME)
+                if payload is not None:
+                    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:120]}"
+                              for e in validator.iter_errors(unpacked_payload(payload))]
+                    assert not errors, (notebook.name, errors[:5])
+                    outputs += 1
+    assert outputs >= 15

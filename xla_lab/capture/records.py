@@ -18,7 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from . import ir_graph
 from .format import (Advice, CacheState, CompileProfile, Kernel, LargeConstant, Launch, Line, Loop, Memory, Metrics,
-                     NodeInfo, Num, Profile, RankStatus, Signature, Spmd)
+                     Int, NodeInfo, Num, Profile, RankStatus, Signature, Spmd)
 
 SCHEMA = "xla_lab.capture/1"
 # ``execution_wait_s`` (added to the contract): the explicit sync waited on the user's thread for the step's
@@ -67,7 +67,7 @@ class GraphArtifacts:
     memory_report: str | None = None
     buffer_assignment: str | None = None
     dump_module: str | None = None  # e.g. "module_0007": which XLA dump the HLO came from
-    compiled_in: int | None = None  # execution count of the cell whose run compiled it
+    compiled_in: Int | None = None  # execution count of the cell whose run compiled it
     # Analysis of the compile (xla_lab.capture.analysis), once per graph:
     fusions: list[Kernel] | None = None  # kernels of the optimized module (hlo/fusion_map.py Kernel)
     memory: Memory | None = None  # peak / parameter / output / temp bytes, largest buffers
@@ -102,8 +102,8 @@ class GraphArtifacts:
     lean: bool = False
     # Full capture: the files XLA's CPU compiler wrote for this compile besides the HLO (LLVM IR, MLIR,
     # object files, deleted unread): the dump's cost, which lean capture does not pay
-    dump_files: int | None = None
-    dump_bytes: int | None = None
+    dump_files: Int | None = None
+    dump_bytes: Int | None = None
 
     @property
     def ir_nodes(self) -> int | None:
@@ -136,17 +136,17 @@ class StepRecord:
     """One sync of the lazy graph: a ``torch_xla.sync()``, an implicit sync (``.item()``, ``print``),
     or the sync ``%%xla`` does at the end of the cell."""
 
-    index: int
+    index: Int
     graph_name: str | None
     graph_hash: str
     cache: CacheState
     sync_cause: str
-    sync_line: int | None = None  # line of the cell that forced the sync (1-based), if in the cell
+    sync_line: Int | None = None  # line of the cell that forced the sync (1-based), if in the cell
     sync_code: str | None = None  # the text of that line
     timings: dict[str, Num | None] = field(default_factory=lambda: dict.fromkeys(TIMING_KEYS))
-    fallback_ops: dict[str, int] = field(default_factory=dict)
+    fallback_ops: dict[str, Int] = field(default_factory=dict)
     recompile_reason: str | None = None  # for cache misses: what changed from the nearest earlier graph
-    saved_s: float | None = None  # cache="precompiled": the compile seconds a precompile job took off this step
+    saved_s: Num | None = None  # cache="precompiled": the compile seconds a precompile job took off this step
     # (not in a step's JSON: steps name their graph by hash, the capture holds each graph once)
     artifacts: SkipJsonSchema[GraphArtifacts | None] = field(default=None, repr=False)
 
@@ -200,14 +200,14 @@ class RankRecord:
     """One rank of a multi-process launch (``xmp.spawn``, ``torch_xla.launch``) that ran in the cell,
     recorded in its worker (``capture/worker.py``) and joined in the kernel (``capture/ranks.py``)."""
 
-    rank: int
-    launch: int  # which launch of the cell (1-based, in the order they ended)
-    process: int  # the worker's process id
+    rank: Int
+    launch: Int  # which launch of the cell (1-based, in the order they ended)
+    process: Int  # the worker's process id
     status: RankStatus
     device: str | None = None
     error: str | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
+    started_at: Num | None = None
+    ended_at: Num | None = None
     # the rank's explicit syncs, as a single-device cell's steps (compile seconds are the rank's own)
     steps: list[StepRecord] = field(default_factory=list)
     # per step: the rank's wall time from its previous sync's return (or its start) to this sync's return
@@ -234,17 +234,17 @@ class CellCapture:
     """Everything recorded for one run of one ``%%xla`` cell."""
 
     cell_id: str
-    execution_count: int | None
+    execution_count: Int | None
     source: str
-    started_at: float
+    started_at: Num
     graph_name: str | None = None
     steps: list[StepRecord] = field(default_factory=list)
-    wall_s: float | None = None
+    wall_s: Num | None = None
     # Transfers (and anything else timed) that happened after the last sync of the cell.
     outside_steps: dict[str, Num] = field(default_factory=dict)
     # Deltas of torch_xla.debug.metrics over the cell: the numbers the step timings add up to.
     metrics: Metrics = field(default_factory=dict)
-    fallback_ops: dict[str, int] = field(default_factory=dict)
+    fallback_ops: dict[str, Int] = field(default_factory=dict)
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     # %%xla --profile: measured time joined to the steps and kernels (profile/join.py join_profile),

@@ -94,7 +94,8 @@ def quiet_message(capture: CellCapture, prompts=None) -> dict:
     which reads every message of the kernel, lists the run. Graphs and HLO (0.6 s to build and pack for
     a 12-layer model) are sent only when a step of it is opened (``full_message``)."""
     return {QUIET_MIME: {"schema": SCHEMA, "partial": True, "capture": capture.to_dict(artifacts=False),
-                         "summary": summary(Report(capture, prompts=prompts)), "main_graph": None, "graphs": {}}}
+                         "summary": summary(Report(capture, prompts=prompts)), "main_graph": None, "graphs": {},
+                         "source_lines": [], "model_files": [], "runs": [], "profile": None, "compile": []}}
 
 
 def full_message(capture: CellCapture, prompts=None) -> dict:

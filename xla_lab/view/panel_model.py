@@ -1,7 +1,8 @@
 """The per-cell panel's data: one JSON-able dict built from a ``CellCapture`` (and the earlier runs of
 the same cell), read by the browser side (``extension/``, ``xla_lab/view/static/panel.js``) and by the
-static HTML. Its contract (schema ``xla_lab.panel/1``) is this module and the browser's validating
-parser, ``parsePanelModel`` in ``extension/src/core/model.ts``.
+static HTML. Its contract (schema ``xla_lab.panel/1``) is ``panel_format.py``: its types, the JSON Schema
+made from them (``panel_schema.py``), and the TypeScript types and validator the extension generates
+from that schema.
 
 Graph nodes come from the graph's IR text; the kernel each node ended in, its scope and its cell line
 come from ``GraphArtifacts.node_info`` (computed once per compile by ``capture/analysis.py``).
@@ -61,6 +62,7 @@ def of_report(report: Report) -> dict:
         "profile": profile_model(report),
         # added to the contract: where each compile of this run went (compile_model), [] if none
         "compile": compile_model(report),
+        "partial": False,  # (a quiet run's message: steps and summary only, panel.quiet_message)
     }
 
 

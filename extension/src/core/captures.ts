@@ -4,7 +4,7 @@
 import { diffGraphs, describeDiff, type GraphDiff } from "./graphdiff";
 import { parsePanelModel, type Graph, type PanelModel, type SourceRef, type Step, type StepRow } from "./model";
 import { isPacked, packedKey, unpackCapture } from "./packed";
-import { rowOfStep, stepSourceRef } from "./steps";
+import { rowOfStep } from "./steps";
 
 export const CAPTURE_MIME = "application/vnd.xla-lab.capture+json";
 /** A `%%xla -q` cell's capture, sent to the side panel only (an update of a display nobody shows, so the
@@ -274,10 +274,9 @@ export function stepListOf(e: CaptureEntry): StepRow[] {
   return e.model.summary.rows;
 }
 
-/** The line step `r` synced at: its row's (the summary's), else the step's own sync line. */
+/** The line step `r` synced at (its row's, as the Python side names it). */
 export function stepRefOf(r: StepRef): SourceRef | null {
-  const row = rowOfStep(r.entry.model.summary.rows, r.step.index);
-  return row ? row.ref : stepSourceRef(r.entry.model.capture, r.step);
+  return rowOfStep(r.entry.model.summary.rows, r.step.index)?.ref ?? null;
 }
 
 export function graphOfStep(r: StepRef): Graph | null {

@@ -97,7 +97,7 @@ export function threadNote(c: CompileEntry): string {
       : `${what}${threads != null ? ` on ${threads} thread${threads === 1 ? "" : "s"}` : ""}` +
         (threadNs != null ? `: ${fmtNs(threadNs)} of thread time${wallNs != null ? ` in ${fmtNs(wallNs)} of wall time` : ""}` : "");
   const parts = [part("kernel emission", c.kernel_threads, c.kernel_thread_ns, wall("kernel emission")),
-    part("LLVM codegen", c.codegen.threads, c.codegen.thread_ns, wall("LLVM codegen"))].filter((x): x is string => x !== null);
+    part("LLVM codegen", c.codegen.threads ?? null, c.codegen.thread_ns ?? null, wall("LLVM codegen"))].filter((x): x is string => x !== null);
   return "Kernel emission and LLVM codegen run on several threads at once, so their thread times (the kernels' times included) " +
     `exceed the wall time they overlap${parts.length ? ` (${parts.join("; ")})` : ""}.`;
 }

@@ -9,7 +9,7 @@ import { LabIcon } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
 import { CAPTURE_MIME } from "../core/captures";
 import { unpackCapture } from "../core/packed";
-import type { SourceRef } from "../core/model";
+import { parsePanelModel, type SourceRef } from "../core/model";
 import { SOURCE_EVENT } from "../panel/panel";
 import type { VizLike } from "../panel/viz";
 import { revealSource } from "./reveal";
@@ -62,9 +62,26 @@ type Reveal = (capture: { cell_id?: unknown; execution_count?: unknown }, ref: S
 
 class CaptureRenderer extends Widget implements IRenderMime.IRenderer {
   private view: { destroy(): void } | null = null;
-  constructor(private readonly mimeType: string, private readonly reveal: Reveal) {
+  private saved: IRenderMime.IRenderer | null = null;
+  constructor(private readonly mimeType: string, private readonly reveal: Reveal, private readonly rendermime: IRenderMimeRegistry) {
     super();
     this.addClass("xla-lab-rendered");
+  }
+  /** An output whose capture this version cannot read (an older or damaged one) shows the HTML summary saved
+   * beside it, with why; false when there is none. */
+  private async renderSaved(model: IRenderMime.IMimeModel, why: string): Promise<boolean> {
+    if (typeof model.data["text/html"] !== "string" || !this.rendermime.getFactory("text/html")) return false;
+    const html = this.rendermime.createRenderer("text/html");
+    await html.renderModel(model);
+    const note = document.createElement("div");
+    note.className = "xla-lab-saved-note";
+    note.textContent = `xla_lab shows this output's saved summary: its capture cannot be read here (${why.slice(0, 300)})`;
+    this.view?.destroy();
+    this.view = null;
+    this.saved?.dispose();
+    this.saved = html;
+    this.node.replaceChildren(note, html.node);
+    return true;
   }
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     const t0 = performance.now();
@@ -75,17 +92,27 @@ class CaptureRenderer extends Widget implements IRenderMime.IRenderer {
     } catch (e) {
       unpackError = (e as Error).message || String(e);
     }
+    if (unpackError === null) {
+      try {
+        parsePanelModel(raw);
+      } catch (e) {
+        if (await this.renderSaved(model, (e as Error).message)) return;
+      }
+    }
     const { PanelView } = await loadViews();
     this.view?.destroy();
     const capture = ((typeof raw === "object" && raw && (raw as { capture?: object }).capture) || {}) as { cell_id?: unknown; execution_count?: unknown };
     const view = new PanelView({ getViz: labViz, t0, onSource: (ref) => this.reveal(capture, ref) });
     this.view = view;
+    this.saved?.dispose();
+    this.saved = null;
     this.node.replaceChildren(view.el);
     if (unpackError !== null) view.showError(unpackError);
     else view.setModel(raw, t0);
   }
   dispose() {
     this.view?.destroy();
+    this.saved?.dispose();
     super.dispose();
   }
 }
@@ -102,7 +129,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       if (panel) void revealSource(panel, { cellModelId: null, captureCellId: id, executionCount: typeof capture.execution_count === "number" ? capture.execution_count : null }, ref);
     };
     // below the widget view (rank 0): a live anywidget panel wins; above text/html (50)
-    rendermime.addFactory({ safe: true, mimeTypes: [CAPTURE_MIME], defaultRank: 40, createRenderer: (o) => new CaptureRenderer(o.mimeType, reveal) }, 40);
+    rendermime.addFactory({ safe: true, mimeTypes: [CAPTURE_MIME], defaultRank: 40, createRenderer: (o) => new CaptureRenderer(o.mimeType, reveal, rendermime) }, 40);
     tracker.widgetAdded.connect((_, panel) => preferCaptureForSavedWidgets(panel));
     // the live cell panel (an anywidget, which knows nothing of JupyterLab) asks for its line links with
     // an event (widget.ts); the flag tells it someone answers

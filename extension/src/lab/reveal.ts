@@ -21,7 +21,7 @@ export function cellIndexOf(panel: NotebookPanel, t: RevealTarget, ref: SourceRe
   const byId = (id: string | null) => (id ? cells.findIndex((c) => c.model.id === id) : -1);
   const byCount = (n: number | null) => (n == null ? -1 : cells.findIndex((c) => c.model.type === "code" && (c.model as ICodeCellModel).executionCount === n));
   const own = byId(t.cellModelId) >= 0 ? byId(t.cellModelId) : byId(t.captureCellId);
-  if (ref.cell == null || ref.cell === t.executionCount) return own >= 0 ? own : byCount(ref.cell);
+  if (ref.cell == null || ref.cell === t.executionCount) return own >= 0 ? own : byCount(ref.cell ?? null);
   const other = byCount(ref.cell);
   return other >= 0 ? other : own;
 }

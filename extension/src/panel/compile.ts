@@ -55,7 +55,7 @@ function stat(label: string, value: string, tip?: string): HTMLElement {
 }
 
 function headline(c: CompileEntry): HTMLElement {
-  const n = (x: number | null) => (x == null ? "-" : x.toLocaleString("en-US"));
+  const n = (x: number | null | undefined) => (x == null ? "-" : x.toLocaleString("en-US"));
   const k = c.counts;
   return h("div", null,
     h("div", { class: "xla-stats" },

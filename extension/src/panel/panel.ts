@@ -194,7 +194,8 @@ export class PanelView {
     else if (t === "fusion") { this.fusion = renderFusion(kernels, m.source_lines, this.onSource, m.model_files, this.colors, this.sourceOnClick); pane.append(this.fusion.el); }
     else if (t === "timeline") pane.append(renderTimeline(m.runs.length ? m.runs : [{ execution_count: m.capture.execution_count, started_at: m.capture.started_at,
       steps: m.capture.steps.map((s) => ({ index: s.index, cache: s.cache, trace_s: s.timings.trace_s ?? null, compile_s: s.timings.compile_s ?? null,
-        execute_s: s.timings.execute_s ?? null, transfer_s: (s.timings.to_device_s ?? 0) + (s.timings.from_device_s ?? 0) })) }]));
+        execute_s: s.timings.execute_s ?? null, transfer_s: (s.timings.to_device_s ?? 0) + (s.timings.from_device_s ?? 0),
+        execution_wait_s: s.timings.execution_wait_s ?? null })) }]));
     else if (t === "profile") pane.append(m.profile ? renderProfile(m.profile, profileTimeline(m.capture.profile), { onKernel: (k) => this.showKernel(k), onSource: this.onSource, color: this.colors })
       : h("p", { class: "xla-muted xla-empty" }, "Not profiled: run the cell with %%xla --profile."));
     else if (t === "compile") pane.append(renderCompile(m.compile, { onSource: this.onSource,

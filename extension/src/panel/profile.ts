@@ -66,7 +66,7 @@ function kernelsTable(p: Profile, opts: ProfileOptions): HTMLElement {
         achieved, h("br"), k.roof_text
           ? h("span", { class: `xla-bound-${k.bound ?? "none"}` }, k.roof_text)
           : [fmtShare(k.roof_share), " ", h("span", { class: `xla-bound-${k.bound ?? "none"}` }, k.bound ?? "-")]),
-      h("td", null, k.lines_text ?? kernelLineLinks(k, opts.onSource)));
+      h("td", null, kernelLineLinks(k, opts.onSource)));
     if (opts.onKernel) tr.addEventListener("click", () => opts.onKernel!(k.name));
     return tr;
   });
