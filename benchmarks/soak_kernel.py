@@ -40,13 +40,12 @@ def _soak_full(xla_cache, max_panels):
     args = _NS(xla_cache=xla_cache)
     try:
         from xla_lab import session
-        from xla_lab.view.panel import live_panels
     except ImportError:
         return _soak.xla_cache_full(args)
     s = session.current()
     if s is None:
         return _soak.xla_cache_full(args)
-    return _soak.caches_full(s, args) and (max_panels is None or len(live_panels()) >= max_panels)
+    return _soak.caches_full(s, args) and (max_panels is None or len(s.panels) >= max_panels)
 """
 
 
@@ -105,7 +104,7 @@ def run_mode(mode: str, args, cells) -> dict:
             k.run("%xla clear")
             result["cleared"] = k.value("_soak_reading()")[0]
             if mode == "panels":
-                result["panels"] = k.value("len(__import__('xla_lab.view.panel', fromlist=['x']).live_panels())")
+                result["panels"] = k.value("len(__import__('xla_lab.session', fromlist=['x']).current().panels)")
     result["seconds"] = time.time() - t0
     return result
 

@@ -100,7 +100,7 @@ def load_ipython_extension(ipython) -> None:
         print(f"xla_lab: {problem}", file=sys.stderr)
     s.loaded(ipython.user_ns)
     ipython.register_magics(XlaMagics)
-    hooks.register(ipython)
+    hooks.register(ipython, s)
     for problem in s.runtime.problems:
         print(f"xla_lab: {problem}", file=sys.stderr)
 
@@ -113,7 +113,7 @@ def unload_ipython_extension(ipython) -> None:
     s = session.current()
     if s is not None:
         s.unloaded()
-    hooks.unregister(ipython)
+        hooks.unregister(ipython, s)
     magics = ipython.magics_manager.magics
     for kind in ("line", "cell"):
         magics[kind].pop("xla", None)

@@ -166,7 +166,7 @@ def _attach_launches(session, recorder, capture: CellCapture) -> None:
 
     try:
         capture.notes.extend(launch.foreign_work())
-        for n, done in enumerate(launch.take_launches(since=capture.started_at), start=len(capture.launches) + 1):
+        for n, done in enumerate(session.launches.take(since=capture.started_at), start=len(capture.launches) + 1):
             try:
                 ranks, processes, notes = read_launch(
                     done.directory, n, store=session.store, cells=recorder.cells, cell_file=recorder.cell_file,

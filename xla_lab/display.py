@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 
-from xla_lab.capture.prompts import PROMPTS
 from xla_lab.view.report import MAX_ROWS, Report
 
 
@@ -24,12 +23,12 @@ def report(session, capture, max_rows: int | None = MAX_ROWS) -> Report:
     runs of the capture's cell) and the notebook's prompts now."""
     history = list(session.history)
     before = history[:next((i for i, c in enumerate(history) if c is capture), len(history))]
-    return Report(capture, before, PROMPTS, max_rows)
+    return Report(capture, before, session.prompts, max_rows)
 
 
-def show(shell, view, save: str = "full") -> None:
+def show(shell, view, save: str = "full", live=None) -> None:
     """A view in a terminal (rich) or a notebook, where a capture's report becomes its panel (the same
-    text/plain, more in HTML)."""
+    text/plain, more in HTML; ``live``: the session's panels, which keep its widget)."""
     if is_terminal(shell):
         from rich.console import Console
 
@@ -40,7 +39,7 @@ def show(shell, view, save: str = "full") -> None:
     if isinstance(view, Report):
         from xla_lab.view.panel import panel_for
 
-        view = panel_for(view.capture, view.earlier, view.max_rows, save, view.prompts)
+        view = panel_for(view.capture, view.earlier, view.max_rows, save, view.prompts, live)
     display(view)
 
 
@@ -53,7 +52,7 @@ def tell_side_panel(shell, session, capture) -> None:
 
     session.settle()
     try:
-        send_to_side_panel(quiet_message(capture, PROMPTS))
+        send_to_side_panel(quiet_message(capture, session.prompts))
     except Exception as exc:  # the side panel misses one run; the cell and its capture are fine
         print(f"xla_lab: could not send the quiet cell's capture to the side panel: {exc}", file=sys.stderr)
 

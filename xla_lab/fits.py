@@ -17,7 +17,7 @@ def start_fit(step, dims, budget, *, multiple: int = 1, max_size: int | None = N
     session = session_mod.get()
     queue = session.start_queue(namespace)
     result = fit_mod.start_fit(queue, step, dims, budget, multiple, max_size, session)
-    fit_mod.RESULTS[:] = fit_mod.RESULTS[-7:] + [result]
+    session.fits[:] = session.fits[-7:] + [result]
     if wait:
         queue.run_pending()
     return FitView(result)

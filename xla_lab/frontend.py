@@ -15,7 +15,6 @@ def send_full_capture(cell_id: str, execution_count: int | None, started_at: flo
     """JupyterLab's side panel asks for a quiet run's whole model (a silent execution, when a step of it
     is opened): sent like the quiet message. Raises if the kernel no longer keeps the capture."""
     from xla_lab import session as session_mod
-    from xla_lab.capture.prompts import PROMPTS
     from xla_lab.display import send_to_side_panel
     from xla_lab.view.panel import full_message
 
@@ -25,4 +24,4 @@ def send_full_capture(cell_id: str, execution_count: int | None, started_at: flo
     if found is None:
         raise LookupError(f"xla_lab no longer keeps the capture of cell [{execution_count}] (XLA_LAB_MAX_HISTORY, "
                           "%xla clear, or a restarted kernel): run the cell again to see its graphs")
-    send_to_side_panel(full_message(found, PROMPTS))
+    send_to_side_panel(full_message(found, s.prompts))

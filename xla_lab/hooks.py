@@ -1,4 +1,4 @@
-"""How xla_lab hooks into IPython: one table of event callbacks (``EVENTS``), the gate that keeps user
+"""How xla_lab hooks into IPython: one table of event callbacks (``KernelHooks``, the session's), the gate that keeps user
 code from running beside a precompile job, which cell is running, and the syntax check of ``%%xla``
 cells.
 
@@ -104,7 +104,6 @@ def cell_interrupt(job: str = "") -> KeyboardInterrupt:
     return exc
 
 
-GATE = ForegroundGate()
 
 
 def check_xla_cell_syntax(lines: list[str]) -> list[str]:
@@ -163,12 +162,11 @@ class CellTracker:
             from IPython import get_ipython
 
             from xla_lab import cell_run
-            from xla_lab.capture.prompts import PROMPTS
 
-            shell = get_ipython()
-            if shell is not None:
-                PROMPTS.ran(cell_run.prompt_of(shell, info), getattr(info, "cell_id", None),
-                            getattr(info, "raw_cell", "") or "")
+            shell, s = get_ipython(), session_mod.current()
+            if shell is not None and s is not None:
+                s.prompts.ran(cell_run.prompt_of(shell, info), getattr(info, "cell_id", None),
+                              getattr(info, "raw_cell", "") or "")
 
     def xla_cell_started(self) -> None:
         self.xla = True
@@ -198,29 +196,43 @@ class CellTracker:
                 print(f"xla_lab: could not read XLA's output after the cell: {exc}", file=sys.stderr)
 
 
-CELLS = CellTracker()
-# The event table: xla_lab's only IPython callbacks, registered and unregistered from here.
-EVENTS = (("pre_execute", GATE.before_execution), ("pre_execute", CELLS.before_execution),
-          ("pre_run_cell", CELLS.remember), ("post_run_cell", CELLS.after_cell),
-          ("post_execute", GATE.after_execution))
+class KernelHooks:
+    """The session's gate and cell tracker (``Session.hooks``), and the table of xla_lab's only IPython
+    callbacks, registered and unregistered from here."""
+
+    def __init__(self):
+        self.gate = ForegroundGate()
+        self.cells = CellTracker()
+        self.events = (("pre_execute", self.gate.before_execution), ("pre_execute", self.cells.before_execution),
+                       ("pre_run_cell", self.cells.remember), ("post_run_cell", self.cells.after_cell),
+                       ("post_execute", self.gate.after_execution))
 
 
-def register(ipython) -> None:
-    """Register xla_lab's event callbacks and the gate (once, however often the extension loads)."""
-    for event, callback in EVENTS:
+def of(session) -> KernelHooks:
+    """The session's hooks (made on first use)."""
+    if session.hooks is None:
+        session.hooks = KernelHooks()
+    return session.hooks
+
+
+def register(ipython, session) -> None:
+    """Register the session's event callbacks and gate (once, however often the extension loads)."""
+    hooks = of(session)
+    for event, callback in hooks.events:
         if callback not in ipython.events.callbacks[event]:
             ipython.events.register(event, callback)
-    if GATE not in ipython.ast_transformers:
-        ipython.ast_transformers.insert(0, GATE)
+    if hooks.gate not in ipython.ast_transformers:
+        ipython.ast_transformers.insert(0, hooks.gate)
     if check_xla_cell_syntax not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(check_xla_cell_syntax)
 
 
-def unregister(ipython) -> None:
-    for event, callback in EVENTS:
+def unregister(ipython, session) -> None:
+    hooks = of(session)
+    for event, callback in hooks.events:
         if callback in ipython.events.callbacks[event]:
             ipython.events.unregister(event, callback)
-    if GATE in ipython.ast_transformers:
-        ipython.ast_transformers.remove(GATE)
+    if hooks.gate in ipython.ast_transformers:
+        ipython.ast_transformers.remove(hooks.gate)
     if check_xla_cell_syntax in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(check_xla_cell_syntax)

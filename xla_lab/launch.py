@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from xla_lab import runtime
@@ -38,16 +38,46 @@ class Launch:
     started: float
     ended: float = 0.0
     error: str | None = None  # what the launch raised in the kernel (a rank's exception, a dead worker)
-    taken: bool = field(default=False, repr=False)
 
 
-_LAUNCHES: list[Launch] = []
-_INSTALLED = {"run_multiprocess": None, "at_fork": False}
-_LOCK = threading.Lock()
+class Launches:
+    """The launches that ended and no capture has taken yet (the session's: ``Session.launches``)."""
+
+    def __init__(self):
+        self._ended: list[Launch] = []
+        self._lock = threading.Lock()
+        self.count = 0  # launches so far (their directories are numbered)
+
+    def next_directory(self) -> Path:
+        with self._lock:
+            self.count += 1
+            return launches_root() / f"launch_{self.count}"
+
+    def ended(self, launch: Launch) -> None:
+        with self._lock:
+            self._ended.append(launch)
+
+    def take(self, since: float) -> list[Launch]:
+        """Launches that ended after ``since`` and no capture has taken yet (a cell's, at its end)."""
+        with self._lock:
+            out = [l for l in self._ended if l.ended >= since]
+            self._ended = [l for l in self._ended if l.ended < since]
+            return out
+
+    def clear(self) -> None:
+        """Forget every untaken launch and delete what its workers wrote."""
+        with self._lock:
+            ended, self._ended = self._ended, []
+        for launch in ended:
+            forget(launch)
 
 
-def install() -> None:
-    """Wrap torch_xla's launcher and watch forks (once per process)."""
+_INSTALLED = {"run_multiprocess": None, "at_fork": False, "launches": None}
+
+
+def install(launches: Launches) -> None:
+    """Wrap torch_xla's launcher (its launches recorded in ``launches``) and watch forks (once per process)."""
+    _INSTALLED["launches"] = launches
     root = foreign_root()
     if root is not None:
         root.mkdir(exist_ok=True)
@@ -92,8 +122,8 @@ def _run_multiprocess(original, fn, args, kwargs, start_method: str):
 
     if torch_xla._XLAC._xla_runtime_is_initialized():  # torch_xla refuses this itself: let it say so
         return original(fn, *args, start_method=start_method, **kwargs)
-    with _LOCK:
-        directory = launches_root() / f"launch_{len(_LAUNCHES) + 1}"
+    launches: Launches = _INSTALLED["launches"]
+    directory = launches.next_directory()
     directory.mkdir(parents=True, exist_ok=True)
     inner = getattr(fn, "fn", fn)  # torch_xla's _SpawnFn keeps the user's function as .fn
     launch = Launch(directory, start_method, getattr(inner, "__qualname__", repr(inner)), time.time())
@@ -113,8 +143,7 @@ def _run_multiprocess(original, fn, args, kwargs, start_method: str):
             else:
                 os.environ[key] = value
         launch.ended = time.time()
-        with _LOCK:
-            _LAUNCHES.append(launch)
+        launches.ended(launch)
 
 
 def _workers_environment(directory: Path) -> None:
@@ -125,15 +154,6 @@ def _workers_environment(directory: Path) -> None:
     os.environ.pop("PT_XLA_DEBUG_FILE", None)
     os.environ.pop("XLA_SAVE_TENSORS_FILE", None)
     os.environ[LAUNCH_DIR_ENV] = str(directory)
-
-
-def take_launches(since: float) -> list[Launch]:
-    """Launches that ended after ``since`` and no capture has taken yet (a cell's, at its end)."""
-    with _LOCK:
-        out = [l for l in _LAUNCHES if not l.taken and l.ended >= since]
-        for launch in out:
-            launch.taken = True
-        return out
 
 
 def forget(launch: Launch) -> None:

@@ -77,7 +77,8 @@ class XlaMagics(Magics):
     def _cell(self, args, profile_steps: int | None, cell: str):
         __tracebackhide__ = True  # noqa: F841
         session = session_mod.get()
-        hooks.CELLS.xla_cell_started()
+        cells = hooks.of(session).cells
+        cells.xla_cell_started()
         progress = None if args.quiet or display.is_terminal(self.shell) else _progress(session)
         run = cell_run.run_cell(self.shell, session, cell,
                                 cell_run.CellOptions(name=args.name, track_lines=args.track_lines, no_sync=args.no_sync,
@@ -85,14 +86,15 @@ class XlaMagics(Magics):
                                                               or args.profile_steps is not None),
                                                      profile_steps=(session.profile_steps if args.profile_steps is None
                                                                     else profile_steps)),
-                                hooks.CELLS.info, progress=progress)
+                                cells.info, progress=progress)
         error = run.error
         with HeldInterrupts(cell_run.RECORDING_NOTE) as held:  # (the capture is recorded: show or send it whole)
             if args.quiet:
                 display.tell_side_panel(self.shell, session, run.capture)
             else:
                 session.settle()  # the views show the analysis
-                display.show(self.shell, display.report(session, run.capture), save=args.save or session.save)
+                display.show(self.shell, display.report(session, run.capture), save=args.save or session.save,
+                             live=session.panels)
         if held.interrupted and error is None:
             error = KeyboardInterrupt("interrupted after the cell's code had run (the capture is recorded)")
         if error is not None:
@@ -108,7 +110,7 @@ def _progress(session):
         cell_id = recorder.capture.cell_id
         progress = ProgressDisplay(recorder.compile_watch(),  # (reads the history when asked: keeps no copy)
                                    lambda compiling, nth: expected_compile_s(session.history, cell_id, compiling, nth))
-        hooks.CELLS.progress_shown(progress.start())
+        hooks.of(session).cells.progress_shown(progress.start())
         return progress
 
     return start

@@ -1,4 +1,8 @@
-"""The workbench of one kernel: runtime set-up, the artifact store, the dump directory, the history."""
+"""The workbench of one kernel, its state in one place: runtime set-up, the artifact store, the dump
+directory, the history, the queue, the notebook's prompts, the live panels, the launches no capture took
+yet, the fits, the IPython hooks. ``clear()`` is the one reset (``%xla clear``); ``unloaded()`` and
+``loaded()`` are ``%unload_ext`` and ``%load_ext``. Settings are read when the session is made, never
+at import."""
 
 from __future__ import annotations
 
@@ -31,8 +35,11 @@ class Session:
     def __init__(self):
         self.runtime = runtime.prepare()
         from xla_lab import launch
+        from xla_lab.capture.prompts import CellPrompts
+        from xla_lab.view.panel import LivePanels
 
-        launch.install()  # multi-process work never touches this kernel's capture files
+        self.launches = launch.Launches()  # ended multi-process launches that no capture took yet
+        launch.install(self.launches)  # multi-process work never touches this kernel's capture files
         subgraphs.install()  # the call stacks of loop bodies (scan, while_loop) that the graph loses
         if self.runtime.persistent_cache == "not set up":
             from xla_lab.precompile import persistent
@@ -62,6 +69,10 @@ class Session:
         # how the model called each stack of identical layers in the last %%xla cell that ran it
         # (expr -> (the module list, weakly, its LayerCall, the cell's prompt)): the scan what-if's inputs
         self.layer_calls: dict[str, tuple] = {}
+        self.prompts = CellPrompts()  # the notebook's prompts, fed before each cell runs (hooks.CellTracker)
+        self.panels = LivePanels(settings.current().max_panels)  # displayed panels whose widgets are kept
+        self.fits: list = []  # this kernel's fits (precompile/fit.FitResult), latest last
+        self.hooks = None  # the gate and the cell tracker (xla_lab.hooks.KernelHooks, made when registered)
 
     @property
     def history(self) -> list[CellCapture]:
@@ -229,12 +240,24 @@ class Session:
                 return call, prompt
         return None, None
 
-    def clear(self) -> None:
+    def clear(self) -> dict[str, int]:
+        """``%xla clear``: forget every capture, stored graph, raw profile, recorded layer call, queue job,
+        fit and untaken launch, and close the live panels' widgets. Kept: the settings and choices
+        (%xla save, profile), the notebook's prompts (they name lines of cells that run later), and what
+        mirrors the process's compiled code (the queue's knowledge of XLA's cache, the loop bodies'
+        stacks). Returns how many of each were dropped."""
         self.settle()
+        dropped = {"captures": len(self._history), "panels": self.panels.close_all(),
+                   "queue jobs": self.queue.forget() if self.queue is not None else 0,
+                   "profiles": len(self._profiles), "fits": len(self.fits)}
         self._history.clear()
         self._profiles.clear()
         self.layer_calls.clear()
+        self.fits.clear()
+        self.launches.clear()
         self.store.clear()
+        self.dropped_history = 0
+        return dropped
 
 
 DEFER_DELAY_S = 0.1  # how long a capture's deferred work lets the cell's own end go first

@@ -98,16 +98,81 @@ def test_line_magic_status_history_show_clear(ip, item_capture):
     session.current().history.extend(saved)  # keep the rest of the suite's history intact
 
 
-def test_unload_and_reload(ip):
+def _xla_callbacks(ip) -> dict[str, int]:
+    """How many of each IPython event's callbacks are xla_lab's (the session's hooks)."""
+    from xla_lab import hooks
+
+    mine = (hooks.ForegroundGate, hooks.CellTracker)
+    counts = {event: sum(isinstance(getattr(cb, "__self__", None), mine) for cb in cbs)
+              for event, cbs in ip.events.callbacks.items()}
+    return {event: n for event, n in counts.items() if n}
+
+
+def test_unload_and_reload(ip, fresh_dim):
+    """%unload_ext takes every hook off (and pauses the queue); %load_ext gives a working workbench: the
+    hooks once each, the queue working, a %%xla cell captured and shown with its panel kept live."""
+    from xla_lab import session
+
+    before = _xla_callbacks(ip)
+    assert before == {"pre_execute": 2, "pre_run_cell": 1, "post_run_cell": 1, "post_execute": 1}, before
     ip.run_line_magic("unload_ext", "xla_lab")
     assert xla_lab.queue().paused  # nothing would tell a job to stop for a cell
+    assert _xla_callbacks(ip) == {} and session.current().hooks.gate not in ip.ast_transformers
     result = ip.run_cell("%xla status")
     assert result.error_in_exec is not None or result.error_before_exec is not None
     ip.run_line_magic("load_ext", "xla_lab")
+    ip.run_line_magic("load_ext", "xla_lab")  # (twice: still once each)
+    assert _xla_callbacks(ip) == before
     assert not xla_lab.queue().paused  # found: a reloaded extension left the queue paused for good
     with capture_output() as out:
         ip.run_line_magic("xla", "status")
     assert "xla_lab status" in out.stdout
+    panels = len(session.current().panels)
+    with capture_output() as out:
+        assert ip.run_cell(f"%%xla --name after_reload\nimport torch, torch_xla\nreloaded = (torch.ones(3, {fresh_dim}).to(torch_xla.device()) * 2).sum()").success
+    assert xla_lab.last().graph_name == "after_reload" and xla_lab.last().compiles == 1
+    assert any("text/plain" in o.data for o in out.outputs)
+    from xla_lab.view.panel import FRONTEND_BUILT
+
+    assert len(session.current().panels) == panels + FRONTEND_BUILT
+
+
+def test_clear_leaves_no_capture_panel_queue_job_or_profile(ip, fresh_dim):
+    """%xla clear: no capture, stored graph, live panel, queue job, raw profile or fit is left; the
+    settings and choices stay, and the next cell is captured as the first."""
+    from xla_lab import session
+
+    s = session.current()
+    assert ip.run_cell(f"""
+import torch, torch_xla, xla_lab
+@xla_lab.step
+def clear_step(x):
+    return (x * 2).sum()
+clear_step(torch.ones(2, {fresh_dim}).to(torch_xla.device()))
+torch_xla.sync()
+""").success
+    saved, save_choice = list(xla_lab.history()), s.save
+    with capture_output():
+        assert ip.run_cell(f"%%xla --profile\ncleared_y = (torch.ones(4, {fresh_dim}).to(torch_xla.device()) + 1).sum()").success
+        ip.run_line_magic("xla", "queue pause")
+        ip.run_line_magic("xla", f"queue add clear_step x=8x{fresh_dim}")
+    assert xla_lab.history() and s.store and s.raw_profile(xla_lab.last()) is not None
+    assert [j for j in s.queue.jobs if j.state == "pending"]
+    from xla_lab.view.panel import FRONTEND_BUILT
+
+    assert len(s.panels) >= FRONTEND_BUILT
+    with capture_output() as out:
+        ip.run_line_magic("xla", "clear")
+    assert "cleared" in out.stdout and "queue jobs" in out.stdout
+    assert xla_lab.history() == [] and len(s.store) == 0 and s._profiles == [] and s.layer_calls == {}
+    assert s.queue.jobs == [] and len(s.panels) == 0 and s.fits == []
+    assert s.save == save_choice and s.queue.paused  # choices are not reset
+    ip.run_line_magic("xla", "queue resume")
+    with capture_output():
+        assert ip.run_cell(f"%%xla -q\nafter_clear = (torch.ones(5, {fresh_dim}).to(torch_xla.device()) * 3).sum()").success
+    assert len(xla_lab.history()) == 1
+    s.history[:0] = saved  # keep the rest of the suite's history intact
+    s.queue.marked.pop("clear_step", None)
 
 
 def test_loading_after_importing_torch_xla_keeps_source_lines():

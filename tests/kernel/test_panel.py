@@ -11,6 +11,7 @@ from IPython.utils.capture import capture_output
 from IPython.core.error import UsageError
 
 import xla_lab
+from xla_lab import session as xla_session
 from xla_lab.capture.records import CellCapture
 from xla_lab.view import panel as panel_mod
 from xla_lab.view import progress as progress_mod
@@ -96,7 +97,7 @@ def test_model_graphs_nodes_edges_and_kernels(mlp_runs):
 def test_a_cache_hit_run_names_its_own_cell_in_every_line(mlp_runs):
     """The second run hits the graphs the first run compiled: kernel lines, graph nodes and the text
     summary name the second run's prompt (the first one's may no longer exist in the notebook)."""
-    from xla_lab.capture.prompts import PROMPTS
+    PROMPTS = xla_session.get().prompts
     from xla_lab.view.report import Report
 
     def to_text(c):  # shown as the kernel shows it (with the notebook's prompts); recompile reasons are
@@ -140,7 +141,7 @@ def test_after_run_all_every_line_names_a_current_prompt(ip):
     graphs the first compiled, whose lines were traced as the model cell's first prompt. Kernel lines,
     graph nodes and the text summary name the model cell's and the train cell's current prompts (the
     kernel's prompts, given to the report; without them, lines stay as recorded)."""
-    from xla_lab.capture.prompts import PROMPTS
+    PROMPTS = xla_session.get().prompts
     from xla_lab.view.report import Report
 
     prompts = []
@@ -451,11 +452,10 @@ def test_a_panel_whose_capture_left_the_history_says_so(monkeypatch):
     panel.close()
 
 
-def test_only_the_last_panels_keep_a_live_widget(monkeypatch):
+def test_only_the_last_panels_keep_a_live_widget():
     live = panel_mod.LivePanels(cap=2)
-    monkeypatch.setattr(panel_mod, "_LIVE", live)
     captures = [CellCapture(cell_id=f"c{i}", execution_count=i, source="x = 1", started_at=0.0) for i in range(3)]
-    panels = [XlaPanel(c) for c in captures]
+    panels = [XlaPanel(c, live=live) for c in captures]
     with capture_output():
         for p in panels:
             p._ipython_display_()

@@ -60,5 +60,3 @@ def _body_lines(source: str) -> list[str]:
     body = lines[start:]
     return body[1:] if body and body[0].startswith("%%") else body
 
-
-PROMPTS = CellPrompts()  # the kernel's: fed by hooks.CELLS before each cell runs

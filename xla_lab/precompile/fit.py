@@ -26,10 +26,6 @@ from .budget import Budget, parse_budget
 from .fit_search import FitSearch, Point
 from .marked import MarkedFunction, state_fingerprint
 
-# (step id, state fingerprint, shapes, mode) -> (peak, graph hash, largest buffers, temporaries' bytes):
-# a variant compiled once is not compiled again (XLA's cache would compile nothing, and write no buffer
-# assignment)
-_PEAKS: dict[tuple, tuple[int, str | None, list, int | None]] = {}
 _DIM = re.compile(r"^(?P<arg>[A-Za-z_]\w*)\[(?P<dim>-?\d+)\]$")
 
 
@@ -208,7 +204,7 @@ class FitRun:
                 self._finish()
                 return
             size, role = nxt
-            known = _PEAKS.get(self._key(size))
+            known = self.queue.fit_peaks.get(self._key(size))
             if known is None:
                 break
             peak, graph_hash, largest, grows = known
@@ -246,7 +242,7 @@ class FitRun:
                            "largest of its graphs'; new inputs are real zero tensors, so each try holds their memory")
         elif not r.spmd:
             self.placeholders = True  # nothing mid-step runs: the next inputs need no memory
-        _PEAKS[self._key(size)] = (peak, graph_hash, largest, grows)
+        self.queue.fit_peaks[self._key(size)] = (peak, graph_hash, largest, grows)
         self._largest[size] = largest
         r.search.add(Point(size, peak, role, compiled=True, compile_s=job.compile_s, graph_hash=graph_hash,
                            grows=grows))
@@ -344,8 +340,6 @@ def _cell_files():
         shell = None
     return CellFiles.from_shell(shell, None, None) if shell is not None else CellFiles()
 
-
-RESULTS: list[FitResult] = []  # this kernel's fits, latest last (%xla fit alone shows the latest)
 
 
 def start_fit(queue, step, dims, budget, multiple: int = 1, max_size: int | None = None, session=None) -> FitResult:

@@ -112,6 +112,11 @@ class PrecompileQueue:
         self._current: Job | None = None
         self._numbers = 0
         self.marked: dict[str, MarkedFunction] = {}  # by name: a re-run definition replaces the old one
+        # %xla fit: (step id, state fingerprint, shapes, mode) -> (peak, graph hash, largest buffers,
+        # temporaries' bytes) of each variant compiled. What XLA's cache holds: a variant compiled once is
+        # not compiled again (XLA would compile nothing and write no buffer assignment), so they outlive
+        # %xla clear, as _seen does.
+        self.fit_peaks: dict[tuple, tuple[int, str | None, list, int | None]] = {}
 
     # --- what the user marked and ran ----------------------------------------------------------
     def add(self, fn: MarkedFunction) -> None:
@@ -251,6 +256,19 @@ class PrecompileQueue:
             self.jobs = [j for j in self.jobs if j.state != "pending"]
         self._notify()
         return len(pending)
+
+    def forget(self) -> int:
+        """``%xla clear``: drop every job, pending and finished, and which graphs they compiled (a running
+        one finishes, unlisted). What XLA's cache holds stays known (``_seen``, ``fit_peaks``). Returns
+        how many were dropped."""
+        with self._lock:
+            dropped = [j for j in self.jobs if j is not self._current]
+            self.jobs = [j for j in self.jobs if j is self._current]
+            self._watch.clear()
+            self._unclaimed.clear()
+            self.last_wait = None
+        self._notify()
+        return len(dropped)
 
     # --- kernel events ---------------------------------------------------------------------------
     def kernel_idle(self, result=None) -> None:

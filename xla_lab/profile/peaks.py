@@ -19,7 +19,9 @@ from pathlib import Path
 
 from xla_lab import settings
 
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xla_lab" / "peaks.json"
+def cache_file() -> Path:
+    """Where measured peaks are kept (read when asked, not at import: the environment may change first)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xla_lab" / "peaks.json"
 
 
 def _key(device: str) -> str:
@@ -72,14 +74,15 @@ def at_least(device: str, flops_per_s: float) -> dict | None:
 
 def _save(device: str, found: dict) -> None:
     try:
-        cached = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+        cache = cache_file()
+        cached = json.loads(cache.read_text()) if cache.exists() else {}
     except (OSError, ValueError):
         cached = {}
     try:
-        CACHE.parent.mkdir(parents=True, exist_ok=True)
+        cache.parent.mkdir(parents=True, exist_ok=True)
         cached = cached if isinstance(cached, dict) else {}
         cached[_key(device)] = found
-        CACHE.write_text(json.dumps(cached, indent=1))
+        cache.write_text(json.dumps(cached, indent=1))
     except OSError:
         pass  # a read-only home: measured again next session
 
@@ -97,7 +100,7 @@ def peaks(device: str = "CPU") -> dict | None:
         return None
     key = _key(device)
     try:
-        cached = json.loads(CACHE.read_text())
+        cached = json.loads(cache_file().read_text())
         found = cached.get(key)
         if isinstance(found, dict) and found.get("flops_per_s", 0) > 0 and found.get("bytes_per_s", 0) > 0:
             return found

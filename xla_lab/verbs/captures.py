@@ -7,7 +7,6 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument
 
 from xla_lab import display
-from xla_lab.capture.prompts import PROMPTS
 from xla_lab.settings import SAVE_CHOICES
 from xla_lab.verbs.table import verb
 
@@ -34,24 +33,25 @@ def show(shell, session, args):
     if not session.history:
         print("xla_lab: no %%xla cell has run yet.")
         return
-    display.show(shell, display.report(session, history_entry(session, args.index), max_rows=None), save=session.save)
+    display.show(shell, display.report(session, history_entry(session, args.index), max_rows=None), save=session.save,
+                 live=session.panels)
 
 
-@verb("clear", "forget every capture and the stored graphs (the device and your tensors are untouched)")
+@verb("clear", "forget every capture, stored graph, profile, queue job and fit, and close the live panels "
+               "(the device, your tensors and the settings are untouched)")
 def clear(shell, session, args):
-    n = len(session.history)
-    session.clear()
-    print(f"xla_lab: cleared {n} captures and the stored graphs.")
+    dropped = session.clear()
+    said = ", ".join(f"{n} {what}" for what, n in dropped.items())
+    print(f"xla_lab: cleared {said}, and the stored graphs.")
 
 
 @verb("report", "one self-contained HTML page of every capture (and finished fits)")
 @argument("file", metavar="FILE.html", help="the page to write, e.g. report.html")
 def report(shell, session, args):
-    from xla_lab.precompile.fit import RESULTS as FITS
     from xla_lab.view.static_html import report_html
 
-    fits = [r.to_dict() for r in FITS if r.finished]
-    page = report_html(list(session.history), prompts=PROMPTS, fits=fits)
+    fits = [r.to_dict() for r in session.fits if r.finished]
+    page = report_html(list(session.history), prompts=session.prompts, fits=fits)
     try:
         with open(args.file, "w", encoding="utf-8") as f:
             f.write(page)

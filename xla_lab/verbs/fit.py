@@ -22,14 +22,13 @@ from xla_lab.verbs.table import TABLE, verb
 @argument("--wait", action="store_true", help="compile now and show the answer (default: in the background)")
 def fit(shell, session, args):
     from xla_lab.fits import start_fit
-    from xla_lab.precompile import fit as fit_mod
     from xla_lab.view.fit_view import FitView, live_widget
 
     if args.step is None:
-        if not fit_mod.RESULTS:
+        if not session.fits:
             print("xla_lab: no fit yet: %xla fit STEP batch --budget 16GiB")
         else:
-            display.show(shell, FitView(fit_mod.RESULTS[-1]))
+            display.show(shell, FitView(session.fits[-1]))
         return
     if args.budget is None:
         raise TABLE["fit"].usage_error("the argument --budget is required")

@@ -37,7 +37,6 @@ from pathlib import Path
 import anywidget
 import traitlets
 
-from xla_lab import settings
 from xla_lab.capture.records import CellCapture
 
 from . import static_html
@@ -117,8 +116,10 @@ class XlaPanel(anywidget.AnyWidget):
     has_capture = traitlets.Bool(False).tag(sync=True)
 
     def __init__(self, capture: CellCapture | None = None, runs=(), *, max_rows: int | None = MAX_ROWS,
-                 save: str = "full", prompts=None, **kwargs):
+                 save: str = "full", prompts=None, live: LivePanels | None = None, **kwargs):
+        """``live``: the session's displayed panels, which keep this one's widget once it is displayed."""
         self._capture = None if capture is None else weakref.ref(capture)
+        self._live = live
         self._runs = [weakref.ref(r) for r in runs]
         self._max_rows = max_rows
         self._save = save  # what the saved output keeps: "full" | "summary" (saved_output.py)
@@ -155,8 +156,8 @@ class XlaPanel(anywidget.AnyWidget):
 
         display(self._repr_mimebundle_(), raw=True)
         self._unsent = self._report = None  # the browser and the output have them now
-        if self._capture is not None:
-            _LIVE.shown(self)
+        if self._capture is not None and self._live is not None:
+            self._live.shown(self)
         global _VIZ_PUSHED
         if not _VIZ_PUSHED and self._capture is not None and self.comm is not None:
             _VIZ_PUSHED = True
@@ -222,7 +223,7 @@ class XlaPanel(anywidget.AnyWidget):
 
 class LivePanels:
     """The displayed panels whose widgets the kernel keeps, newest last: past ``cap`` the oldest is
-    closed (``XLA_LAB_MAX_PANELS``, read once by xla_lab/settings.py)."""
+    closed (``XLA_LAB_MAX_PANELS``). The session's (``Session.panels``)."""
 
     def __init__(self, cap: int):
         self.cap = cap
@@ -237,15 +238,17 @@ class LivePanels:
             self.panels.popleft().close()
             self.closed += 1
 
+    def close_all(self) -> int:
+        """Close every kept widget (``%xla clear``): their outputs leave the live page, as a capped
+        panel's do (a reopened notebook draws them from the saved capture). Returns how many."""
+        n = len(self)
+        while self.panels:
+            self.panels.popleft().close()
+        self.closed += n
+        return n
+
     def __len__(self) -> int:
         return sum(1 for p in self.panels if p.comm is not None)
-
-
-_LIVE = LivePanels(settings.current().max_panels)
-
-
-def live_panels() -> LivePanels:
-    return _LIVE
 
 
 def viz_message() -> tuple[dict, list[bytes]]:
@@ -271,9 +274,10 @@ class StaticPanel:
         return self.report.text()
 
 
-def panel_for(capture: CellCapture, runs=(), max_rows: int | None = MAX_ROWS, save: str = "full", prompts=None):
-    """What ``%%xla`` displays in a notebook: the widget when its front end is built, else the static
-    bundle (same text/plain, text/html and capture payload)."""
+def panel_for(capture: CellCapture, runs=(), max_rows: int | None = MAX_ROWS, save: str = "full", prompts=None,
+              live: LivePanels | None = None):
+    """What ``%%xla`` displays in a notebook: the widget when its front end is built (kept live by
+    ``live``), else the static bundle (same text/plain, text/html and capture payload)."""
     if FRONTEND_BUILT:
-        return XlaPanel(capture, runs, max_rows=max_rows, save=save, prompts=prompts)
+        return XlaPanel(capture, runs, max_rows=max_rows, save=save, prompts=prompts, live=live)
     return StaticPanel(capture, runs, max_rows, save, prompts)

@@ -19,9 +19,7 @@ def status_text(session, versions) -> str:
            f"{f'{store.max_bytes >> 20} MiB' if store.max_bytes else 'no byte cap'} (XLA_LAB_MAX_GRAPHS, XLA_LAB_MAX_GRAPH_MB)")
     lines.append(f"  {'distinct graphs stored':<40} {len(store)} ({cap})")
     lines.append(f"  {'dump directory size':<40} {session.dumps.size_bytes()} bytes")
-    from .panel import live_panels
-
-    panels = live_panels()
+    panels = session.panels
     lines.append(f"  {'live panel widgets':<40} {len(panels)} (cap {panels.cap or 'none'}, XLA_LAB_MAX_PANELS)")
     lines.append(f"  {'saved %%xla outputs keep':<40} {getattr(session, 'save', 'full')} (%xla save, XLA_LAB_SAVE)")
     outside = unsupported(versions.torch_xla)
