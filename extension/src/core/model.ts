@@ -1,9 +1,9 @@
 // The panel model (schema "xla_lab.panel/1", built by xla_lab/view/panel_model.py): its types and its
 // validator. Both come from the JSON Schema Python writes from its own types (xla_lab/view/panel_format.py):
-// gen-types.mjs generates ./generated/panel.ts (the types) and ./generated/schema.ts (the schema, which
-// @cfworker/json-schema reads as data) at build time. Nothing here restates the format. A model that does
-// not validate is refused with the first place it breaks the schema (a saved output then shows its saved
-// HTML). Pure logic: no DOM.
+// gen-types.mjs generates ./generated/panel.ts (the types) and ./generated/schema.ts (the schema) at build
+// time, and @cfworker/json-schema reads that schema as data (22 KB, and no code built at run time; an ajv
+// standalone validator of it was 250 KB). Nothing here restates the format. A model that does not validate
+// is refused with the place it breaks the schema (a saved output then shows its saved HTML). Pure logic.
 
 import { Validator } from "@cfworker/json-schema";
 import type * as T from "./generated/panel";
