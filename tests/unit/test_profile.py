@@ -176,7 +176,7 @@ def test_a_kernel_above_the_measured_peak_raises_it(monkeypatch, tmp_path):
     from xla_lab.profile import peaks
 
     monkeypatch.delenv("XLA_LAB_PEAKS", raising=False)
-    monkeypatch.setattr(peaks, "CACHE", tmp_path / "peaks.json")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # (read when asked: peaks.cache_file)
     measured = iter([{"flops_per_s": 93e9, "bytes_per_s": 40e9, "source": "busy"},
                      {"flops_per_s": 120e9, "bytes_per_s": 50e9, "source": "measured"}])
     monkeypatch.setattr(peaks, "measure", lambda: next(measured))

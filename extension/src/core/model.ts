@@ -97,12 +97,8 @@ function graphError(m: PanelModel): string | null {
   return null;
 }
 
-/** models already validated (the renderer checks one before handing it to the panel, which checks again) */
-const valid = new WeakSet<object>();
-
 /** Validate a panel model received from the kernel (or read from a saved output). */
 export function parsePanelModel(raw: unknown): PanelModel {
-  if (typeof raw === "object" && raw !== null && valid.has(raw)) return raw as PanelModel;
   if (typeof raw === "string") {
     try {
       raw = JSON.parse(raw);
@@ -119,7 +115,6 @@ export function parsePanelModel(raw: unknown): PanelModel {
   }
   const why = schemaError(raw) ?? graphError(raw as PanelModel);
   if (why !== null) throw new PanelModelError(`invalid xla_lab panel model: ${why}`);
-  valid.add(raw as object);
   return raw as PanelModel;
 }
 
