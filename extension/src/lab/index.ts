@@ -9,7 +9,7 @@ import { LabIcon } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
 import { CAPTURE_MIME } from "../core/captures";
 import { unpackCapture } from "../core/packed";
-import { parsePanelModel, type SourceRef } from "../core/model";
+import { parsePanelModel, type PanelModel, type SourceRef } from "../core/model";
 import { SOURCE_EVENT } from "../panel/panel";
 import type { VizLike } from "../panel/viz";
 import { revealSource } from "./reveal";
@@ -92,9 +92,10 @@ class CaptureRenderer extends Widget implements IRenderMime.IRenderer {
     } catch (e) {
       unpackError = (e as Error).message || String(e);
     }
+    let checked: PanelModel | undefined;
     if (unpackError === null) {
       try {
-        parsePanelModel(raw);
+        checked = parsePanelModel(raw);
       } catch (e) {
         if (await this.renderSaved(model, (e as Error).message)) return;
       }
@@ -108,7 +109,7 @@ class CaptureRenderer extends Widget implements IRenderMime.IRenderer {
     this.saved = null;
     this.node.replaceChildren(view.el);
     if (unpackError !== null) view.showError(unpackError);
-    else view.setModel(raw, t0);
+    else view.setModel(raw, t0, checked);
   }
   dispose() {
     this.view?.destroy();

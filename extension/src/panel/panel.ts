@@ -92,8 +92,9 @@ export class PanelView {
     this.errorEl.replaceChildren(clipped(message, 2000));
   }
 
-  /** `t`: when this model arrived (performance.now()); the Graph tab's first-render time counts from it. */
-  setModel(raw: unknown, t: number = performance.now()) {
+  /** `t`: when this model arrived (performance.now()); the Graph tab's first-render time counts from it.
+   * `checked`: `raw` as parsePanelModel returned it, when the caller validated it already (50 ms a MB). */
+  setModel(raw: unknown, t: number = performance.now(), checked?: PanelModel) {
     if (raw == null || (typeof raw === "object" && Object.keys(raw as object).length === 0)) {
       this.model = null;
       clear(this.header);
@@ -103,7 +104,7 @@ export class PanelView {
     }
     this.el.classList.remove("xla-no-model");
     try {
-      this.model = parsePanelModel(raw);
+      this.model = checked ?? parsePanelModel(raw);
       this.errorEl.hidden = true;
     } catch (e) {
       // one clear message in place of the views (no empty tab bar or graph pane under it)
