@@ -144,7 +144,7 @@ def _same_rank(tensor: dict) -> dict:
     return tensor
 
 
-@with_config(_OPEN)
+@with_config(ConfigDict(extra="allow", title="ShardedTensor"))  # (the schema's name: without the check)
 class _ShardedTensor(TypedDict):
     name: str
     role: str
@@ -203,7 +203,7 @@ def _parallel(info: dict) -> dict:
     return info
 
 
-@with_config(_OPEN)
+@with_config(ConfigDict(extra="allow", title="NodeInfo"))  # (the schema's name: without the check)
 class _NodeInfo(TypedDict):
     ids: list[Int]
     kernel: list[str | None]
@@ -289,7 +289,7 @@ def _positive_compile(profile: dict) -> dict:
     return profile
 
 
-@with_config(_OPEN)
+@with_config(ConfigDict(extra="allow", title="CompileProfile"))  # (the schema's name: without the check)
 class _CompileProfile(TypedDict):
     """Where one compile's seconds went (``profile/compile_profile.py``)."""
     compile_ns: Num
