@@ -135,7 +135,9 @@ def test_profile_measures_every_step_and_kernel(ip, zoo_runs, entry):
     assert profile is not None, capture.notes
     assert not [n for n in capture.notes if "profile" in n], capture.notes
     assert [r["step"] for r in profile["steps"]] == [s.index for s in capture.steps]
-    assert all(r["busy_ns"] > 0 for r in profile["steps"])
+    idle = [r for r in profile["steps"] if not r["busy_ns"] > 0]
+    assert not idle, [(r["step"], r["graph_hash"][:12], profile["graphs"].get(r["graph_hash"], {}).get("module"),
+                       sorted(profile["graphs"].get(r["graph_hash"], {}).get("other", {}))[:8]) for r in idle]
     # device time that agrees with the step: its kernels' compute time is at most its dispatch-to-ready time
     for row, step in zip(profile["steps"], capture.steps):
         assert row["compute_ns"] + row["left_out_ns"] <= row["busy_ns"], (entry.name, row)
