@@ -1,6 +1,6 @@
-"""How xla_lab hooks into IPython: one table of event callbacks (``KernelHooks``, the session's), the gate that keeps user
-code from running beside a precompile job, which cell is running, and the syntax check of ``%%xla``
-cells.
+"""How xla_lab hooks into IPython: one table of event callbacks (``KernelHooks``, the session's), the
+gate that keeps user code from running beside a precompile job, which cell is running, and the syntax
+check of ``%%xla`` cells.
 
 The gate is an AST transformer, because IPython runs AST transformers for every execution (silent
 ones from variable inspectors too) after ``pre_execute`` and ``pre_run_cell`` and right before the
@@ -102,8 +102,6 @@ def cell_interrupt(job: str = "") -> KeyboardInterrupt:
                             "the cell did not run")
     exc._render_traceback_ = lambda: [f"KeyboardInterrupt: {exc}"]  # (IPython: instead of a traceback)
     return exc
-
-
 
 
 def check_xla_cell_syntax(lines: list[str]) -> list[str]:

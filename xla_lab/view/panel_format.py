@@ -18,6 +18,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from xla_lab.capture.format import Int, Line, Num, Peaks, Pipeline, Phase, Pass
 
+SCHEMA = "xla_lab.panel/1"  # the model's version: its schema file is named by it (panel_schema.py)
 _OPEN = ConfigDict(extra="allow")
 
 # The capture as saved (``CellCapture.to_dict()``): its schema is the capture format's (``panel_schema``

@@ -26,10 +26,10 @@ from xla_lab.capture.records import CellCapture, GraphArtifacts
 
 from .annotate import file_line_kernels, line_kernels
 from .details import file_lines, main_step
+from .panel_format import SCHEMA
 from .ranks import rank_rows
 from .report import Report
 
-SCHEMA = "xla_lab.panel/1"
 MIME = "application/vnd.xla-lab.capture+json"  # the panel model in an output (the JupyterLab extension renders it)
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"  # a widget's view in an output
 

@@ -15,9 +15,8 @@ from pydantic import TypeAdapter
 
 from xla_lab.capture.schema import DIALECT, AsWritten, capture_schema, definitions
 
-from .panel_format import PanelModel
+from .panel_format import SCHEMA, PanelModel
 
-SCHEMA = "xla_lab.panel/1"
 PATH = Path(__file__).with_name(f"panel-{SCHEMA.rsplit('/', 1)[1]}.schema.json")
 
 

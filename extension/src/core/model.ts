@@ -9,7 +9,7 @@ import { Validator } from "@cfworker/json-schema";
 import type * as T from "./generated/panel";
 import { PANEL_JSON_SCHEMA } from "./generated/schema";
 
-export const PANEL_SCHEMA = "xla_lab.panel/1";
+export const PANEL_SCHEMA: string = PANEL_JSON_SCHEMA.properties.schema.const; // "xla_lab.panel/1"
 
 export type PanelModel = T.PanelModel;
 export type Capture = T.CaptureDocument;
