@@ -197,6 +197,23 @@ def open_notebook(page, lab: dict, name: str, query: str = "") -> None:
     until its kernel is idle, accepting the kernel JupyterLab may ask about (the notebook's own)."""
     page.goto(f"{lab['url']}/lab/tree/{name}?{query}token={lab['token']}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    _kernel_idle(page)
+
+
+def open_in_app(page, lab: dict, name: str) -> None:
+    """Open notebook ``name`` in the JupyterLab already on the page (no page load: leaving a page whose
+    notebook ran can be refused; the first call loads it) and wait as ``open_notebook`` does."""
+    if not page.evaluate("() => !!window.jupyterapp"):
+        open_notebook(page, lab, name)
+        return
+    evaluate(page, "(path) => window.jupyterapp.commands.execute('docmanager:open', {path}).then(() => null)", name,
+             what="opening the notebook", timeout_ms=60_000)  # (the widget it returns is not sent back)
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+    _kernel_idle(page)
+
+
+def _kernel_idle(page) -> None:
+    """Wait until the open notebook's kernel is idle, accepting the kernel JupyterLab may ask about."""
     # (with two notebooks open there are two indicators: the hidden tab's must not count)
     idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']:visible"
     page.locator(f".jp-Dialog, {idle}").first.wait_for(timeout=90_000)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from jupyterlab_server import (RUN_ALL_TIMEOUT_MS, assert_legible, chromium_page, command, evaluate, jupyter_lab_with_extension,
-                               open_notebook)
+                               open_in_app, open_notebook)
 from test_labextension_browser import LABEXT, _open_sidebar, _wait_idle  # (skips as that module does)
 
 pytestmark = pytest.mark.browser
@@ -211,24 +211,6 @@ def _capture_outputs(notebook: Path) -> set[str]:
     return keys
 
 
-def _open_in_app(page, lab, name: str) -> None:
-    """Open notebook ``name`` in the running JupyterLab (no page load: leaving a page whose notebook ran
-    can be refused; the first opens the page) and wait until its kernel is idle, accepting the kernel it
-    asks about."""
-    if not page.evaluate("() => !!window.jupyterapp"):
-        open_notebook(page, lab, name)
-        return
-    evaluate(page, "(path) => window.jupyterapp.commands.execute('docmanager:open', {path}).then(() => null)", name,
-             what="opening the notebook", timeout_ms=60_000)  # (the widget it returns is not sent back)
-    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
-    idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']:visible"
-    page.locator(f".jp-Dialog, {idle}").first.wait_for(timeout=90_000)
-    page.wait_for_timeout(800)
-    if page.locator(".jp-Dialog").count():
-        page.locator(".jp-Dialog .jp-mod-accept").click()
-    page.locator(idle).first.wait_for(timeout=90_000)
-
-
 def test_every_tutorials_saved_outputs_are_read(lab, page):
     """Each tutorial opened as saved (no cell run): the side panel reads every saved capture (validated by
     the schema-generated validator) and reports none it could not read; the cell panels on screen draw."""
@@ -237,7 +219,7 @@ def test_every_tutorials_saved_outputs_are_read(lab, page):
         if not keys:
             continue
         shutil.copy(notebook, lab["dir"] / notebook.name)
-        _open_in_app(page, lab, notebook.name)
+        open_in_app(page, lab, notebook.name)
         side = _open_sidebar(page)
         page.wait_for_function(f"() => Number(document.querySelector('#xla-lab-sidebar')?.dataset.captures) >= {len(keys)}",
                                timeout=60_000)

@@ -98,6 +98,18 @@ def test_line_magic_status_history_show_clear(ip, item_capture):
     session.current().history.extend(saved)  # keep the rest of the suite's history intact
 
 
+def _run_marked_step(ip, name: str, dim: int) -> None:
+    """Define ``@xla_lab.step`` ``name(x)`` in the shell and run it once on a (2, ``dim``) tensor."""
+    assert ip.run_cell(f"""
+import torch, torch_xla, xla_lab
+@xla_lab.step
+def {name}(x):
+    return (x * 2).sum()
+{name}(torch.ones(2, {dim}).to(torch_xla.device()))
+torch_xla.sync()
+""").success
+
+
 def _xla_callbacks(ip) -> dict[str, int]:
     """How many of each IPython event's callbacks are xla_lab's (the session's hooks)."""
     from xla_lab import hooks
@@ -143,14 +155,7 @@ def test_clear_leaves_no_capture_panel_queue_job_or_profile(ip, fresh_dim):
     from xla_lab import session
 
     s = session.current()
-    assert ip.run_cell(f"""
-import torch, torch_xla, xla_lab
-@xla_lab.step
-def clear_step(x):
-    return (x * 2).sum()
-clear_step(torch.ones(2, {fresh_dim}).to(torch_xla.device()))
-torch_xla.sync()
-""").success
+    _run_marked_step(ip, "clear_step", fresh_dim)
     saved, save_choice = list(xla_lab.history()), s.save
     with capture_output():
         assert ip.run_cell(f"%%xla --profile\ncleared_y = (torch.ones(4, {fresh_dim}).to(torch_xla.device()) + 1).sum()").success
@@ -255,14 +260,7 @@ def test_a_shape_that_cannot_be_is_refused_when_added(ip, fresh_dim):
     """Found: ``%xla queue add train_step x=-4x8`` was accepted and failed later, in the job."""
     from IPython.core.error import UsageError
 
-    assert ip.run_cell(f"""
-import torch, torch_xla, xla_lab
-@xla_lab.step
-def shape_step(x):
-    return (x * 2).sum()
-shape_step(torch.ones(2, {fresh_dim}).to(torch_xla.device()))
-torch_xla.sync()
-""").success
+    _run_marked_step(ip, "shape_step", fresh_dim)
     jobs = len(xla_lab.queue().jobs)
     for line, message in [(f"%xla queue add shape_step x=-4x{fresh_dim}", "a dimension is a positive integer"),
                           ("%xla queue add shape_step x=4xQ", "cannot read 'x=4xQ'"),

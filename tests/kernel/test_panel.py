@@ -469,20 +469,18 @@ def test_every_capture_of_the_kernel_makes_a_panel_model_the_browser_accepts(ip,
     """The panel model of every capture this kernel holds (alone: the MLP's runs and a profiled cell;
     in the suite: every earlier test's, with ranks, SPMD, profiles, compile profiles, failed cells) is
     valid by the panel types and by the checked-in schema the browser's types and validator come from."""
-    import jsonschema
+    from panel_checks import panel_schema_errors
     from pydantic import TypeAdapter
 
-    from xla_lab.view import panel_schema
     from xla_lab.view.panel_format import PanelModel
 
     assert ip.run_cell("%%xla -q --profile\nprofiled_v = (pmlp(px) * 3).sum().item()").success
     types = TypeAdapter(PanelModel)
-    schema = jsonschema.Draft7Validator(json.loads(panel_schema.PATH.read_text()))
     history = list(xla_lab.history())
     for i, capture in enumerate(history):
         earlier = [c for c in history[:i] if c.cell_id == capture.cell_id]
         model = json.loads(json.dumps(panel_model(capture, earlier, prompts=xla_session.get().prompts)))
         types.validate_python(model)
-        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:160]}" for e in schema.iter_errors(model)]
+        errors = panel_schema_errors(model)
         assert not errors, (capture.execution_count, capture.graph_name, errors[:5])
     assert any(c.profile for c in history)

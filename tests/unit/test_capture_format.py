@@ -58,14 +58,12 @@ def test_the_checked_in_schemas_are_what_the_types_give():
 @pytest.mark.parametrize("name", CASES)
 def test_every_panel_model_is_valid_under_the_panel_schema(name):
     """What the browser's validator (generated from the panel schema) accepts is what Python writes."""
-    import jsonschema
+    from panel_checks import panel_schema_errors
 
-    from xla_lab.view import panel_schema
     from xla_lab.view.panel_model import panel_model
 
     capture = CellCapture.from_dict(_fixture(name))
-    model = json.loads(json.dumps(panel_model(capture, [capture])))
-    jsonschema.Draft7Validator(json.loads(panel_schema.PATH.read_text())).validate(model)
+    assert not panel_schema_errors(json.loads(json.dumps(panel_model(capture, [capture]))))
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -132,10 +130,8 @@ def _mutate(data: dict, rng: random.Random) -> list[tuple]:
     return done
 
 
-PANEL = None
-
-
-def _render(capture: CellCapture, others: list[CellCapture]) -> None:
+def _render(capture: CellCapture, others: list[CellCapture], panel_types) -> None:
+    """``panel_types``: a pydantic TypeAdapter of the panel model, which each panel JSON must satisfy."""
     from rich.console import Console
 
     from xla_lab.profile import breakdown
@@ -146,7 +142,7 @@ def _render(capture: CellCapture, others: list[CellCapture]) -> None:
     to_text(capture)
     for page in (to_html(capture), capture_html(capture), report_html([capture])):
         assert "<img src=x" not in page and "<script>x" not in page  # user text is escaped
-    PANEL.validate_python(json.loads(json.dumps(panel_model(capture, others))))  # what the browser's types say
+    panel_types.validate_python(json.loads(json.dumps(panel_model(capture, others))))  # what the browser's types say
     Console(file=open(os.devnull, "w"), width=120).print(Report(capture))
     if capture.profile:
         kernels = breakdown.kernel_times(capture)
@@ -155,12 +151,11 @@ def _render(capture: CellCapture, others: list[CellCapture]) -> None:
 
 
 def test_fuzzed_captures_load_or_are_refused_and_never_crash_a_view():
-    global PANEL
     from pydantic import TypeAdapter
 
     from xla_lab.view.panel_format import PanelModel
 
-    PANEL = TypeAdapter(PanelModel)
+    panel_types = TypeAdapter(PanelModel)
     rng = random.Random(SEED)
     bases = {name: _fixture(name) for name in CASES}
     texts = {name: json.dumps(data) for name, data in bases.items()}
@@ -176,7 +171,7 @@ def test_fuzzed_captures_load_or_are_refused_and_never_crash_a_view():
             refused += 1
             continue
         try:
-            _render(capture, [capture])
+            _render(capture, [capture], panel_types)
         except Exception as exc:  # noqa: BLE001 - the point: name the mutation that crashed
             raise AssertionError(f"mutation {i} of {name}: {mutations} crashed a view: "
                                  f"{type(exc).__name__}: {exc}") from exc
@@ -188,21 +183,18 @@ def test_fuzzed_captures_load_or_are_refused_and_never_crash_a_view():
 def test_every_tutorial_output_is_valid_under_the_panel_schema():
     """The tutorials' saved outputs are what JupyterLab's renderer validates (the extension's validator reads
     the same schema; vitest runs it on these outputs too): they must stay readable as the format changes."""
-    import jsonschema
+    from panel_checks import panel_schema_errors
 
-    from xla_lab.view import panel_schema
     from xla_lab.view.panel import MIME
     from xla_lab.view.saved_output import unpacked_payload
 
-    validator = jsonschema.Draft7Validator(json.loads(panel_schema.PATH.read_text()))
     outputs = 0
     for notebook in sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb")):
         for cell in json.loads(notebook.read_text())["cells"]:
             for out in cell.get("outputs", []):
                 payload = out.get("data", {}).get(MIME)
                 if payload is not None:
-                    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:120]}"
-                              for e in validator.iter_errors(unpacked_payload(payload))]
+                    errors = panel_schema_errors(unpacked_payload(payload))
                     assert not errors, (notebook.name, errors[:5])
                     outputs += 1
     assert outputs >= 15
